@@ -1,0 +1,84 @@
+"""Run the offline generator on one reference: trace, lower, plan, write the kernel file.
+
+Runs in a worker process (the reference is user code): `python -m bot.agent.offline`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.base import CaseSpec
+
+
+@dataclass(frozen=True)
+class OfflineResult:
+    status: str  # "generated" | "unsupported" | "error"
+    source: str = ""
+    kernels: list[str] = field(default_factory=list)
+    unsupported_ops: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "source": self.source, "kernels": self.kernels,
+                "unsupported_ops": self.unsupported_ops, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OfflineResult:
+        return cls(status=str(data.get("status", "error")), source=str(data.get("source", "")),
+                   kernels=list(data.get("kernels", [])),
+                   unsupported_ops=list(data.get("unsupported_ops", [])),
+                   reason=str(data.get("reason", "")))
+
+
+def _load_reference(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("opbot_reference", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["opbot_reference"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def example_inputs(module: Any, cases: list[CaseSpec]) -> list[Any]:
+    import torch
+
+    if cases:
+        from runners.harness.inputs import prepare_spec_case
+
+        return prepare_spec_case(cases[0]).inputs
+    torch.manual_seed(0)
+    return list(module.get_inputs())
+
+
+def generate(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSpec],
+             op_name: str) -> OfflineResult:
+    import torch
+
+    from bot.agent.offline.codegen import generate_module
+    from bot.agent.offline.graph import UnsupportedGraphError, lower_program
+    from bot.agent.offline.trace import export_reference
+
+    try:
+        module = _load_reference(reference)
+        args = list(init_args) if init_args is not None else (
+            list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else [])
+        torch.manual_seed(0)
+        model = module.Model(*args)
+        inputs = example_inputs(module, cases)
+    except Exception as exc:  # noqa: BLE001 - the reference is user code
+        return OfflineResult(status="error", reason=f"the reference failed to run: "
+                             f"{type(exc).__name__}: {exc}")
+    try:
+        program = export_reference(model, inputs)
+        graph = lower_program(program)
+        source = reference.read_text(encoding="utf-8")
+        generated = generate_module(graph, source, op_name)
+    except UnsupportedGraphError as exc:
+        return OfflineResult(status="unsupported", unsupported_ops=exc.ops, reason=str(exc))
+    return OfflineResult(status="generated", source=generated.source,
+                         kernels=generated.kernel_names)

@@ -1,0 +1,1 @@
+"""Where kernels are built, run, checked and timed. Never imports the forge side (`bot`)."""

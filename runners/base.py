@@ -1,0 +1,310 @@
+"""Typed requests and results shared by every backend, and the Backend protocol.
+
+Every stage of a verification (load, build, check, time) ends in a typed result; every
+failure names the check that failed and carries its numbers. Results cross the process
+boundary between the harness worker and the parent as JSON, so each type converts both ways.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, get_args
+
+BackendName = Literal["triton", "ascendc"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
+
+Status = Literal["passed", "failed"]
+StageName = Literal["load", "build", "check", "time"]
+
+# The named checks. A failure always carries one of these, so a reader (or the agent's
+# feedback shaper) can tell what went wrong without parsing prose.
+CheckName = Literal[
+    "reference",  # the reference itself failed to load or run: bad input, not the candidate's fault
+    "load",  # the candidate could not be imported or lacks ModelNew
+    "build",  # compilation failed (Ascend C) or the source does not parse
+    "init",  # ModelNew(*init_args) raised
+    "run",  # the candidate's forward raised
+    "timeout",  # the worker ran past its wall-clock limit
+    "crash",  # the worker died (a signal, an abort)
+    "output_structure",  # a different number or nesting of outputs than the reference
+    "shape",
+    "dtype",
+    "nan_inf",  # NaN/Inf where the reference has none (or the reverse)
+    "values",  # numerical mismatch beyond the tolerance
+    "cached_output",  # fresh inputs did not change the output
+    "input_mutation",  # an input was modified in place
+    "torch_op",  # run time: the forward computed with PyTorch ops
+    "no_kernel",  # run time: the forward launched no kernel of the backend
+    "static_torch_op",  # static: the forward calls a PyTorch compute op
+    "static_reference_call",  # static: the forward calls the reference Model
+    "static_fallback",  # static: try/except falling back to PyTorch
+    "static_stream",  # static: side streams, threads or deferred work
+    "static_tamper",  # static: patching timers, the harness, or reaching into the process
+]
+CHECK_NAMES: tuple[str, ...] = get_args(CheckName)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where in the candidate's source an error points: file, line and the line's text."""
+
+    file: str
+    line: int
+    source_line: str = ""
+
+    def render(self) -> str:
+        text = f"{self.file}:{self.line}"
+        return f"{text}: {self.source_line.strip()}" if self.source_line.strip() else text
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed check, with the numbers that show it."""
+
+    check: str
+    message: str
+    case: str | None = None
+    output: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    location: SourceLocation | None = None
+    log_tail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"check": self.check, "message": self.message}
+        if self.case is not None:
+            data["case"] = self.case
+        if self.output is not None:
+            data["output"] = self.output
+        if self.details:
+            data["details"] = self.details
+        if self.location is not None:
+            data["location"] = asdict(self.location)
+        if self.log_tail:
+            data["log_tail"] = self.log_tail
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        location = data.get("location")
+        return cls(
+            check=str(data["check"]),
+            message=str(data["message"]),
+            case=data.get("case"),
+            output=data.get("output"),
+            details=dict(data.get("details") or {}),
+            location=SourceLocation(**location) if location else None,
+            log_tail=data.get("log_tail"),
+        )
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The verdict on one input case (shapes, dtype, seed)."""
+
+    name: str
+    shapes: list[list[int]]
+    dtypes: list[str]
+    seed: int
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseResult:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """How one stage went: load, build, check or time."""
+
+    stage: StageName
+    ok: bool
+    seconds: float
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StageResult:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median timings of candidate and reference at the perf shapes, same device, same inputs."""
+
+    device: str
+    shapes: list[list[int]]
+    trials: int
+    candidate_ms: float
+    candidate_min_ms: float
+    candidate_max_ms: float
+    reference_ms: float
+    speedup: float
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Timing:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The honest verdict on one candidate."""
+
+    status: Status
+    reasons: list[Failure]
+    cases: list[CaseResult]
+    stages: list[StageResult]
+    device: str = "unknown"
+    warnings: list[str] = field(default_factory=list)
+    timing: Timing | None = None
+    # What the harness learnt of a KernelBench reference: its inputs and init args.
+    inferred: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reasons": [reason.to_json() for reason in self.reasons],
+            "cases": [case.to_json() for case in self.cases],
+            "stages": [stage.to_json() for stage in self.stages],
+            "device": self.device,
+            "warnings": list(self.warnings),
+            "timing": self.timing.to_json() if self.timing else None,
+            "inferred": self.inferred,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VerifyResult:
+        timing = data.get("timing")
+        status: Status = "passed" if data.get("status") == "passed" else "failed"
+        return cls(
+            status=status,
+            reasons=[Failure.from_json(item) for item in data.get("reasons", [])],
+            cases=[CaseResult.from_json(item) for item in data.get("cases", [])],
+            stages=[StageResult.from_json(item) for item in data.get("stages", [])],
+            device=str(data.get("device", "unknown")),
+            warnings=[str(item) for item in data.get("warnings", [])],
+            timing=Timing.from_json(timing) if timing else None,
+            inferred=data.get("inferred"),
+        )
+
+    @classmethod
+    def failed(cls, failure: Failure, *, stages: list[StageResult] | None = None,
+               device: str = "unknown") -> VerifyResult:
+        return cls(status="failed", reasons=[failure], cases=[], stages=stages or [],
+                   device=device)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# torch.testing.assert_close's defaults per dtype: the loosest default a spec may get.
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-7, rtol=1e-7),
+    "float32": Tolerance(atol=1e-5, rtol=1.3e-6),
+    "float16": Tolerance(atol=1e-5, rtol=1e-3),
+    "bfloat16": Tolerance(atol=1e-5, rtol=1.6e-2),
+}
+
+
+@dataclass(frozen=True)
+class InputCase:
+    """How to make one input of one case: a tensor (shape, dtype, distribution) or a value."""
+
+    kind: Literal["tensor", "value"]
+    shape: list[int] = field(default_factory=list)
+    dtype: str = "float32"
+    init: str = "randn"  # randn | rand | randint | ones | zeros | arange
+    low: float | None = None
+    high: float | None = None
+    value: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One named case: every input of the reference's forward, and a seed."""
+
+    name: str
+    inputs: list[InputCase]
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "seed": self.seed,
+                "inputs": [item.to_json() for item in self.inputs]}
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """Everything the harness needs, independent of where the spec came from.
+
+    `cases` empty means: infer them from the reference's `get_inputs()` (KernelBench format).
+    `init_args` None means: take them from the reference's `get_init_inputs()` (or none).
+    """
+
+    reference: Path
+    candidate: Path
+    backend: BackendName = "triton"
+    cases: list[CaseSpec] = field(default_factory=list)
+    init_args: list[Any] | None = None
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    derive_tail_cases: bool = True
+    perf_case: CaseSpec | None = None
+    time_it: bool = False
+    timeout_s: float = 300.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": str(self.reference),
+            "candidate": str(self.candidate),
+            "backend": self.backend,
+            "cases": [case.to_json() for case in self.cases],
+            "init_args": self.init_args,
+            "tolerances": {name: asdict(tol) for name, tol in self.tolerances.items()},
+            "derive_tail_cases": self.derive_tail_cases,
+            "perf_case": self.perf_case.to_json() if self.perf_case else None,
+            "time_it": self.time_it,
+        }
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here, and if not, why."""
+
+    available: bool
+    device: str
+    reason: str = ""
+
+
+class Backend(Protocol):
+    """A place where candidates are built, checked and timed (Triton, Ascend C)."""
+
+    name: BackendName
+
+    def availability(self) -> Availability:
+        """Say whether this backend can run candidates on this machine; never raise."""
+        ...
+
+    def verify(self, request: VerifyRequest) -> VerifyResult:
+        """Load, build, check (and time, when asked) the candidate against the reference."""
+        ...

@@ -1,0 +1,27 @@
+# expect: failed shape
+# Right value, but returned as a 1-element tensor of shape (1,) instead of a 0-d scalar.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mse_atomic_kernel(p_ptr, t_ptr, out_ptr, n, inv_n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    d = tl.load(p_ptr + offs, mask=mask, other=0.0) - tl.load(t_ptr + offs, mask=mask, other=0.0)
+    tl.atomic_add(out_ptr, tl.sum(d * d, axis=0) * inv_n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        p = predictions.contiguous()
+        t = targets.contiguous()
+        n = p.numel()
+        out = torch.zeros(1, dtype=torch.float32)
+        mse_atomic_kernel[(triton.cdiv(n, 1024),)](p, t, out, n, 1.0 / n, BLOCK=1024)
+        return out

@@ -1,0 +1,30 @@
+# expect: passed
+# Global reduction with tl.atomic_add: every block adds its scaled partial sum straight
+# into a zero-initialised scalar.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mse_atomic_kernel(p_ptr, t_ptr, out_ptr, n, inv_n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    d = tl.load(p_ptr + offs, mask=mask, other=0.0) - tl.load(t_ptr + offs, mask=mask, other=0.0)
+    tl.atomic_add(out_ptr, tl.sum(d * d, axis=0) * inv_n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        p = predictions.contiguous()
+        t = targets.contiguous()
+        n = p.numel()
+        out = torch.zeros((), dtype=torch.float32)
+        BLOCK = 2048
+        mse_atomic_kernel[(triton.cdiv(n, BLOCK),)](p, t, out, n, 1.0 / n, BLOCK=BLOCK)
+        return out

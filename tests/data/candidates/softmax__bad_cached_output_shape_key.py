@@ -1,0 +1,33 @@
+# expect: failed cached_output
+# "Memoises" results in a module-level dict keyed by (shape, dtype): any later call with
+# the same shape gets the first call's softmax back.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+_CACHE = {}
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (tuple(x.shape), x.dtype)
+        if key not in _CACHE:
+            x = x.contiguous()
+            y = torch.empty_like(x)
+            softmax_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+            _CACHE[key] = y
+        return _CACHE[key]

@@ -1,0 +1,27 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 1000
+dim = 1000
+negative_slope = 0.2
+
+
+class Model(nn.Module):
+    """LeakyReLU whose negative slope is a constructor argument."""
+
+    def __init__(self, negative_slope: float = 0.01):
+        super(Model, self).__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, negative_slope=self.negative_slope)
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return [negative_slope]

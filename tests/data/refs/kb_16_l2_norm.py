@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+batch_size = 37
+dim = 10007
+
+
+class Model(nn.Module):
+    """L2 normalisation of each row."""
+
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / torch.norm(x, p=2, dim=-1, keepdim=True)
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []
