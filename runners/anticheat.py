@@ -361,8 +361,9 @@ def check_source(source: str, *, filename: str = "<candidate>",
         tree = ast.parse(source, filename=filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return []
+    refs = frozenset([reference_names] if isinstance(reference_names, str) else reference_names)
     sink = _Sink(re.split(r"\r\n|\r|\n", source))
-    mod = _build_module(tree, frozenset(reference_names))
+    mod = _build_module(tree, refs)
     _FileScan(mod, sink).run()
     if mod.model is not None:
         _Scope(mod, mod.model, sink).run()
@@ -391,6 +392,12 @@ def _rules_by_prefix() -> dict[str, _Rule]:
 
 _RULE_BY_PREFIX = _rules_by_prefix()
 _RULE_DEPTH = max(prefix.count(".") + 1 for prefix in _RULE_BY_PREFIX)
+
+
+def _selects_interpreter(call: ast.Call) -> bool:
+    """`os.environ.setdefault("TRITON_INTERPRET", "1")`: a kernel file runnable without a GPU."""
+    values = [arg.value if isinstance(arg, ast.Constant) else None for arg in call.args]
+    return values == ["TRITON_INTERPRET", "1"] and not call.keywords
 
 
 def _file_rule(name: str) -> _Rule | None:
@@ -644,8 +651,9 @@ class _Module:
         if name is not None and _is_torch_module_class(name):
             return "torch", name
         func = value.func
-        local = isinstance(func, ast.Name) and func.id in self.classes
-        return ("class", func.id) if isinstance(func, ast.Name) and local else None
+        if isinstance(func, ast.Name) and func.id in self.classes:
+            return "class", func.id
+        return None
 
 
 def _build_module(tree: ast.Module, refs: frozenset[str]) -> _Module:
@@ -868,6 +876,8 @@ class _FileScan:
     def _on_call(self, node: ast.Call, kernel: str | None) -> bool:
         func = node.func
         name = self.mod.resolve(func)
+        if name == "os.environ.setdefault" and _selects_interpreter(node):
+            return True  # choosing Triton's CPU interpreter when none is chosen is benign
         verdict = METHOD_RULES.get(func.attr) if isinstance(func, ast.Attribute) else None
         if name is None and verdict is not None:
             self.sink.add(verdict[0], node, f"calls {_shown(func)}(): {verdict[1]}")

@@ -8,6 +8,7 @@ rather than a pipe, so a candidate that prints gigabytes cannot block or flood t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -80,10 +81,8 @@ def _limit_resources() -> None:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def read_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
@@ -110,7 +109,9 @@ def run_isolated(argv: Sequence[str], *, cwd: Path, timeout_s: float, log_path: 
         process = subprocess.Popen(
             list(argv), cwd=cwd, env=dict(env),
             stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limit_resources,
+            # The parent runs no threads of its own while it forks here.
+            stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_limit_resources,  # noqa: PLW1509
         )
         timed_out = False
         try:

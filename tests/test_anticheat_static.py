@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import sys
 import textwrap
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,8 @@ def candidate(forward: str, *, init: str = "", extra: str = "", bases: str = "nn
     return "\n".join(parts)
 
 
-def checks(source: str, **kwargs: object) -> set[str]:
-    return {finding.check for finding in check_source(source, **kwargs)}  # type: ignore[arg-type]
+def checks(source: str, reference_names: Collection[str] = ("Model",)) -> set[str]:
+    return {finding.check for finding in check_source(source, reference_names=reference_names)}
 
 
 # (id, source, expected set of checks)
@@ -289,6 +290,12 @@ FIRING: list[tuple[str, str, set[str]]] = [
     ("environ_write", candidate("return launch(x)",
                                 extra='import os\nos.environ["TRITON_INTERPRET"] = "1"'),
      {TAMPER}),
+    ("environ_setdefault_other", candidate(
+        "return launch(x)", extra='import os\nos.environ.setdefault("TRITON_INTERPRET", "0")'),
+     {TAMPER}),
+    ("environ_setdefault_secret", candidate(
+        "return launch(x)", extra='import os\nos.environ.setdefault("OPBOT_LLM_API_KEY", "1")'),
+     {TAMPER}),
     ("signal", candidate("return launch(x)", extra="import signal\nsignal.alarm(0)"), {TAMPER}),
     ("open_in_forward", candidate('open("/tmp/out.pt", "rb").read()\nreturn launch(x)'),
      {TAMPER}),
@@ -424,6 +431,8 @@ def launch2(x):
                                  extra='NAME = "ソフトマックス"')),
     ("env_reads_are_fine", candidate('debug = os.environ.get("DEBUG", "0")\nreturn launch(x)',
                                      extra="import os")),
+    ("interpreter_selection_is_fine", candidate(
+        "return launch(x)", extra='import os\nos.environ.setdefault("TRITON_INTERPRET", "1")')),
 ]
 
 
@@ -451,7 +460,8 @@ def test_finding_carries_line_and_stripped_source_line() -> None:
     line = source.splitlines()[finding.line - 1]
     assert finding.check == TORCH_OP
     assert finding.source_line == "return    torch.relu(out)" == line.strip()
-    assert "torch.relu" in finding.message and "kernel" in finding.message
+    assert "torch.relu" in finding.message
+    assert "kernel" in finding.message
     assert finding.location("cand.py").render().startswith(f"cand.py:{finding.line}: return")
 
 
@@ -473,7 +483,8 @@ def test_fallback_message_names_the_fallback() -> None:
     source = candidate("try:\n    return launch(x)\nexcept Exception:\n    return torch.relu(x)")
     [finding] = check_source(source)
     assert finding.check == FALLBACK
-    assert "torch.relu" in finding.message and "after catching an error" in finding.message
+    assert "torch.relu" in finding.message
+    assert "after catching an error" in finding.message
 
 
 def test_summarize() -> None:

@@ -67,7 +67,7 @@ def _nan_inf_failure(expected: torch.Tensor, actual: torch.Tensor, case: str,
     return None
 
 
-def _value_failure(expected: torch.Tensor, actual: torch.Tensor, bad: torch.Tensor,
+def _value_failure(expected: torch.Tensor, actual: torch.Tensor, bad: torch.Tensor, *,
                    tolerance: Tolerance, case: str, index: int) -> Failure:
     diff = (actual.double() - expected.double()).abs()
     finite = torch.isfinite(diff)
@@ -105,7 +105,7 @@ def _within(actual: torch.Tensor, target: torch.Tensor, tolerance: Tolerance,
     return ok | same_special
 
 
-def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: Tolerance,
+def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, *, tolerance: Tolerance,
                    truth: Callable[[], torch.Tensor | None], case: str,
                    index: int) -> Comparison:
     """Compare one output tensor; `truth` lazily gives the float64 reference value."""
@@ -126,8 +126,9 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: Tole
     if not expected.dtype.is_floating_point and not expected.dtype.is_complex:
         bad = actual != expected
         if bool(bad.any()):
-            return Comparison([_value_failure(expected, actual, bad, Tolerance(0.0, 0.0), case,
-                                              index)], float("nan"), float("nan"))
+            failure = _value_failure(expected, actual, bad, tolerance=Tolerance(0.0, 0.0),
+                                     case=case, index=index)
+            return Comparison([failure], float("nan"), float("nan"))
         return Comparison([], 0.0, 0.0)
     special = _nan_inf_failure(expected, actual, case, index)
     if special is not None:
@@ -148,8 +149,8 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: Tole
         slack = ROUNDING_SLACK * float(reference_error.max()) if reference_error.numel() else 0.0
         if bool(_within(actual, exact, tolerance, slack).all()):
             return Comparison([], abs_err, rel_err)
-    return Comparison([_value_failure(expected, actual, ~ok, tolerance, case, index)],
-                      abs_err, rel_err)
+    failure = _value_failure(expected, actual, ~ok, tolerance=tolerance, case=case, index=index)
+    return Comparison([failure], abs_err, rel_err)
 
 
 def would_pass_as_zeros(expected: torch.Tensor, tolerance: Tolerance) -> bool:

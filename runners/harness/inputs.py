@@ -9,7 +9,7 @@ of a case with fresh values (so cached results show).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,10 +67,10 @@ def make_tensor(item: InputCase, generator: torch.Generator) -> torch.Tensor:
         high = int(item.high if item.high is not None else 10)
         return torch.randint(low, max(high, low + 1), shape, generator=generator).to(dtype)
     if item.init == "rand":
-        low = item.low if item.low is not None else 0.0
-        high = item.high if item.high is not None else 1.0
+        start = float(item.low) if item.low is not None else 0.0
+        stop = float(item.high) if item.high is not None else 1.0
         values = torch.rand(shape, generator=generator, dtype=torch.float32)
-        return (values * (high - low) + low).to(dtype)
+        return (values * (stop - start) + start).to(dtype)
     return torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
 
 
@@ -127,9 +127,14 @@ def _odd_size(size: int, divisor: int) -> int:
 
 
 def derive_shapes(shapes: Sequence[Sequence[int]], divisor: int,
-                  only_first_dim: bool = False) -> list[list[int]]:
-    """Map every distinct size consistently, so equal dims (matmul K, broadcasts) stay equal."""
-    mapping: dict[int, int] = {}
+                  only_first_dim: bool = False,
+                  fixed: Collection[int] = ()) -> list[list[int]]:
+    """Map every distinct size consistently, so equal dims (matmul K, broadcasts) stay equal.
+
+    Sizes in `fixed` stay: they are the module's own (in_features, num_features...), tied
+    to its parameters or checks, so the reference would reject or mis-read other values.
+    """
+    mapping: dict[int, int] = {size: size for size in fixed}
     result: list[list[int]] = []
     for shape in shapes:
         new_shape: list[int] = []
@@ -141,6 +146,20 @@ def derive_shapes(shapes: Sequence[Sequence[int]], divisor: int,
             new_shape.append(mapping[size])
         result.append(new_shape)
     return result
+
+
+def integers_in(values: Any) -> set[int]:
+    """Every int in a (nested) list of init arguments."""
+    if isinstance(values, bool):
+        return set()
+    if isinstance(values, int):
+        return {values}
+    if isinstance(values, (list, tuple)):
+        found: set[int] = set()
+        for item in values:
+            found |= integers_in(item)
+        return found
+    return set()
 
 
 def resample_like(source: torch.Tensor, shape: Sequence[int],

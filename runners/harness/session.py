@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from runners.harness.compare import (
 from runners.harness.guard import ForwardGuard, mutated_inputs, snapshot
 from runners.harness.inputs import PreparedCase
 from runners.harness.loading import UserCodeError, as_user_error, load_module
-from runners.harness.timing import timing_function
+from runners.harness.timing import TimingMethod, timing_function
 
 _LOW_SIGNAL_SCALES = (16.0, 256.0, 4096.0)
 _TAIL_PLANS = (("tail-1", 4, 1), ("tail-2", 8, 3))
@@ -85,7 +86,7 @@ def select_device() -> tuple[str, str]:
     if torch.cuda.is_available():
         return "cuda", f"cuda ({torch.cuda.get_device_name(0)})"
     try:
-        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+        import torch_npu  # noqa: F401
 
         npu = getattr(torch, "npu", None)
         if npu is not None and npu.is_available():
@@ -162,7 +163,8 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - user code
             raise StopVerification(Failure(
                 check="reference",
-                message=f"get_init_inputs() raised: {as_user_error(exc, self.job.reference).message}",
+                message="get_init_inputs() raised: "
+                f"{as_user_error(exc, self.job.reference).message}",
             )) from None
 
     def _build(self, candidate: ModuleType) -> None:
@@ -170,7 +172,7 @@ class Session:
         args = self._init_args()
         try:
             torch.manual_seed(0)
-            reference = getattr(self.reference_module, "Model")(*args)
+            reference = self.reference_module.Model(*args)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - user code
             error = as_user_error(exc, self.job.reference)
             raise StopVerification(Failure(check="reference",
@@ -272,9 +274,11 @@ class Session:
     def _tail_cases(self, values: list[Any]) -> list[PreparedCase]:
         shapes = [list(value.shape) for value in values if isinstance(value, torch.Tensor)]
         cases: list[PreparedCase] = []
+        fixed = case_inputs.integers_in(self.inferred.get("init_args") if self.inferred else [])
         for name, divisor, seed in _TAIL_PLANS:
             for first_only in (False, True):
-                derived = case_inputs.derive_shapes(shapes, divisor, only_first_dim=first_only)
+                derived = case_inputs.derive_shapes(shapes, divisor, only_first_dim=first_only,
+                                                    fixed=fixed)
                 if derived == shapes or any(c.shapes() == derived for c in cases):
                     continue
                 case = self._variant(values, derived, name, seed)
@@ -391,8 +395,8 @@ class Session:
         expected = self.expected[case.name]
         expected_items = flatten_outputs(expected)
         actual_items = flatten_outputs(output)
-        if len(expected_items) != len(actual_items) or type(expected) is not type(output) and (
-                isinstance(expected, torch.Tensor) or isinstance(output, torch.Tensor)):
+        if len(expected_items) != len(actual_items) or (type(expected) is not type(output) and (
+                isinstance(expected, torch.Tensor) or isinstance(output, torch.Tensor))):
             return [Failure(check="output_structure", case=case.name,
                             message=f"the forward returned {structure_of(output)}, the reference "
                             f"returns {structure_of(expected)}")], 0.0, 0.0
@@ -410,8 +414,9 @@ class Session:
                                         message=f"output {index} is {type(got).__name__}, "
                                         "expected a tensor"))
                 continue
-            result = compare_tensor(want, got, self.tolerance(want.dtype),
-                                    lambda index=index: _item(truth(), index), case.name, index)
+            result = compare_tensor(want, got, tolerance=self.tolerance(want.dtype),
+                                    truth=functools.partial(_truth_item, truth, index),
+                                    case=case.name, index=index)
             worst_abs = max(worst_abs, result.max_abs_err)
             worst_rel = max(worst_rel, result.max_rel_err)
             failures += [self._maybe_cached(item, got) for item in result.failures]
@@ -466,7 +471,7 @@ class Session:
 
     def time_candidate(self, case: PreparedCase) -> Timing:
         started = time.monotonic()
-        method = "wall_clock" if self.device == "cpu" else "device_events"
+        method: TimingMethod = "wall_clock" if self.device == "cpu" else "device_events"
         trials, warmup = (3, 1) if self.device == "cpu" else (50, 5)
         timer = timing_function(method)
         values = _to_device(case.inputs, self.device)
@@ -513,6 +518,10 @@ def _observed_init(value: torch.Tensor) -> str:
     if value.numel() and float(value.min()) >= 0:
         return "rand"
     return "randn"
+
+
+def _truth_item(truth: Callable[[], Any], index: int) -> torch.Tensor | None:
+    return _item(truth(), index)
 
 
 def _item(output: Any, index: int) -> torch.Tensor | None:

@@ -80,11 +80,13 @@ def _dtype_code(dtype: torch.dtype) -> str:
     return f"torch.{str(dtype).removeprefix('torch.')}"
 
 
-class _ModuleWriter:
-    def __init__(self, graph: Graph, plan: Plan, op_name: str) -> None:
+class _VariantWriter:
+    """Kernels and a launcher for one traced signature (input ranks and dtypes)."""
+
+    def __init__(self, graph: Graph, plan: Plan, suffix: str) -> None:
         self.graph = graph
         self.plan = plan
-        self.op_name = op_name
+        self.suffix = suffix
         self.buffers: dict[Node, str] = {node: f"buf_{node.name}" for node in plan.stored}
         self.input_names = {node: node.name for node in graph.inputs + graph.attributes}
         self.primary = next((node for node in graph.inputs if node.dtype.is_floating_point),
@@ -170,15 +172,16 @@ class _ModuleWriter:
             shape = ", ".join(python_size(size) for size in node.shape)
             launch.append(f"{buffer} = torch.empty(({shape}{',' if node.rank == 1 else ''}), "
                           f"device=device, dtype={self.buffer_dtype(node)})")
-            name = f"_kernel{number}_{kernel.kind}_{node.op}"
+            name = f"_kernel{self.suffix}{number}_{kernel.kind}_{node.op}"
             emitter = Emitter(materialized=dict(available))
-            source = self._kernel(kernel, name, emitter, buffer, available, launch)
+            source = self._kernel(kernel, name, emitter, buffer=buffer, available=available,
+                                  launch=launch)
             sources.append(source)
             launch.extend(source.launch)
             available[node] = buffer
         return sources, launch
 
-    def _kernel(self, kernel: Kernel, name: str, emitter: Emitter, buffer: str,
+    def _kernel(self, kernel: Kernel, name: str, emitter: Emitter, *, buffer: str,
                 available: dict[Node, str], launch: list[str]) -> KernelSource:
         if kernel.kind == "pointwise":
             return pointwise_kernel(name, kernel.stores, emitter, buffer)
@@ -193,8 +196,8 @@ class _ModuleWriter:
             variable = f"{buffer}_{side}"
             launch.append(f"{variable} = {self.view_expr(operand, available)}")
             operands.append(variable)
-        return matmul_kernel(name, product, kernel.stores, emitter, buffer,
-                             (operands[0], operands[1]))
+        return matmul_kernel(name, product, kernel.stores, emitter, buffer=buffer,
+                             operand_exprs=(operands[0], operands[1]))
 
     def outputs(self, available: dict[Node, str]) -> str:
         items = []
@@ -209,71 +212,72 @@ class _ModuleWriter:
             return f"[{', '.join(items)}]"
         return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
-    # -- the file ------------------------------------------------------------------------
+    # -- the variant --------------------------------------------------------------------
 
-    def render(self, reference_source: str) -> GeneratedModule:
+    def launcher_name(self) -> str:
+        return f"_launch{self.suffix}"
+
+    def render(self) -> tuple[list[KernelSource], str]:
         kernels, launch = self.kernels_and_launch()
-        helpers = set().union(*(kernel.helpers for kernel in kernels)) if kernels else set()
-        arguments = [node.name for node in self.graph.inputs + self.graph.attributes]
-        launcher = [f"def _launch({', '.join(arguments)}):",
-                    f'    """Run the kernels in order on the same device as the inputs."""']
+        arguments = ["module", *[node.name for node in self.graph.inputs]]
+        launcher = [f"def {self.launcher_name()}({', '.join(arguments)}):",
+                    '    """Run the kernels in order on the same device as the inputs."""']
+        launcher += [f"    {node.name} = _attribute(module, "
+                     f"\"{node.source.removeprefix('attr:')}\")"
+                     for node in self.graph.attributes]
         launcher += [f"    {line}" for line in self.bind_sizes() + launch]
         available = {node: self.buffers[node] for node in self.plan.stored}
         launcher.append(f"    return {self.outputs(available)}")
-        future, reference = _split_future_imports(reference_source)
-        parts = [
-            _module_docstring(self.op_name),
-            *future,
-            "import functools",
-            "import os",
-            "",
-            "import torch",
-            "",
-            "if not torch.cuda.is_available() and not hasattr(torch, \"npu\"):",
-            "    # No GPU or NPU: Triton's interpreter runs the kernels on the CPU. Chosen before",
-            "    # any kernel is defined, because @triton.jit reads it then.",
-            "    os.environ.setdefault(\"TRITON_INTERPRET\", \"1\")",
-            "",
-            "import triton",
-            "import triton.language as tl",
-            "",
-            _RULE, "# Reference: the PyTorch module these kernels must match", _RULE,
-            reference.strip(), "", "",
-            _RULE, "# Kernels", _RULE,
-        ]
-        for helper in sorted(helpers):
-            parts += [HELPERS.get(helper, _HELPER_MULTIPLY if helper == "_multiply" else ""),
-                      ""]
-        for kernel in kernels:
-            parts += [kernel.source, "", ""]
-        parts += [_RULE, "# Launcher", _RULE, _LAUNCH_HELPERS, "", "\n".join(launcher), "", "",
-                  _RULE, "# ModelNew: the reference's constructor, a forward that runs the "
-                  "kernels", _RULE, self.model_new()]
-        return GeneratedModule(source="\n".join(parts).rstrip() + "\n",
-                               kernel_names=[kernel.name for kernel in kernels])
+        return kernels, "\n".join(launcher)
 
-    def model_new(self) -> str:
-        names = self.graph.user_input_names
-        arguments = ", ".join(["self", *names])
-        passed = [node.name for node in self.graph.inputs]
-        passed += [f'_attribute(self, "{node.source.removeprefix("attr:")}")'
-                   for node in self.graph.attributes]
-        checks = []
-        for index, value in self.graph.user_input_constants.items():
-            name = names[index]
-            checks.append(f"        if {name} != {value!r}:")
-            checks.append(f"            raise ValueError(\"{name} must be {value!r}: the "
-                          f"kernels were generated for that value\")")
-        call = f"        return _launch({', '.join(passed)})"
-        body = [
-            "class ModelNew(Model):",
-            '    """Model\'s constructor and parameters; forward runs the Triton kernels above."""',
-            "",
-            f"    def forward({arguments}):",
-            *checks,
-            call,
-        ]
-        return "\n".join(body) + "\n"
+    def signature(self) -> tuple[tuple[int, str], ...]:
+        return tuple((node.rank, str(node.dtype).removeprefix("torch."))
+                     for node in self.graph.inputs)
+
+
+def _model_new(graph: Graph, writers: list[_VariantWriter]) -> str:
+    names = graph.user_input_names
+    arguments = ", ".join(["self", *names])
+    tensors = ", ".join(node.name for node in graph.inputs)
+    checks = []
+    for index, value in graph.user_input_constants.items():
+        name = names[index]
+        checks.append(f"        if {name} != {value!r}:")
+        checks.append(f"            raise ValueError(\"{name} must be {value!r}: the "
+                      f"kernels were generated for that value\")")
+    if len(writers) == 1:
+        call = f"        return {writers[0].launcher_name()}({', '.join(['self', tensors])})"
+    else:
+        call = f"        return _variant({tensors})({', '.join(['self', tensors])})"
+    return "\n".join([
+        "class ModelNew(Model):",
+        '    """Model\'s constructor and parameters; forward runs the Triton kernels above."""',
+        "",
+        f"    def forward({arguments}):",
+        *checks,
+        call,
+    ]) + "\n"
+
+
+def _dispatch(writers: list[_VariantWriter]) -> str:
+    """Pick the launcher traced for the inputs' ranks and dtypes (else the same ranks)."""
+    entries = "\n".join(f"    {writer.signature()!r}: {writer.launcher_name()},"
+                        for writer in writers)
+    return f'''_VARIANTS = {{
+{entries}
+}}
+
+
+def _variant(*tensors):
+    key = tuple((t.dim(), str(t.dtype).removeprefix("torch.")) for t in tensors)
+    if key in _VARIANTS:
+        return _VARIANTS[key]
+    ranks = [rank for rank, _ in key]
+    for known, launch in _VARIANTS.items():
+        if [rank for rank, _ in known] == ranks:
+            return launch
+    raise ValueError(f"no kernels for inputs {{key}}; generated for {{list(_VARIANTS)}}")
+'''
 
 
 def _split_future_imports(source: str) -> tuple[list[str], str]:
@@ -295,8 +299,45 @@ def _module_docstring(op_name: str) -> str:
         ''')
 
 
-def generate_module(graph: Graph, reference_source: str, op_name: str) -> GeneratedModule:
-    if not graph.inputs and not graph.attributes:
-        raise UnsupportedGraphError([], "the reference takes no tensor")
-    plan = make_plan(graph)
-    return _ModuleWriter(graph, plan, op_name).render(reference_source)
+def generate_module(graphs: list[Graph], reference_source: str,
+                    op_name: str) -> GeneratedModule:
+    """One kernel file for one or more traced signatures of the same reference."""
+    writers = []
+    for number, graph in enumerate(graphs):
+        if not graph.inputs and not graph.attributes:
+            raise UnsupportedGraphError([], "the reference takes no tensor")
+        suffix = "" if len(graphs) == 1 else f"_v{number}_"
+        writers.append(_VariantWriter(graph, make_plan(graph), suffix))
+    kernels: list[KernelSource] = []
+    launchers: list[str] = []
+    for writer in writers:
+        variant_kernels, launcher = writer.render()
+        kernels += variant_kernels
+        launchers.append(launcher)
+    helpers = set().union(*(kernel.helpers for kernel in kernels)) if kernels else set()
+    future, reference = _split_future_imports(reference_source)
+    parts = [
+        _module_docstring(op_name), *future,
+        "import functools", "import os", "", "import torch", "",
+        "if not torch.cuda.is_available() and not hasattr(torch, \"npu\"):",
+        "    # No GPU or NPU: Triton's interpreter runs the kernels on the CPU. Chosen before",
+        "    # any kernel is defined, because @triton.jit reads it then.",
+        "    os.environ.setdefault(\"TRITON_INTERPRET\", \"1\")",
+        "", "import triton", "import triton.language as tl", "",
+        _RULE, "# Reference: the PyTorch module these kernels must match", _RULE,
+        reference.strip(), "", "",
+        _RULE, "# Kernels", _RULE,
+    ]
+    for helper in sorted(helpers):
+        parts += [HELPERS.get(helper, _HELPER_MULTIPLY if helper == "_multiply" else ""), ""]
+    for kernel in kernels:
+        parts += [kernel.source, "", ""]
+    parts += [_RULE, "# Launcher", _RULE, _LAUNCH_HELPERS, ""]
+    for launcher in launchers:
+        parts += [launcher, "", ""]
+    if len(writers) > 1:
+        parts.append(_dispatch(writers))
+    parts += [_RULE, "# ModelNew: the reference's constructor, a forward that runs the kernels",
+              _RULE, _model_new(graphs[0], writers)]
+    return GeneratedModule(source="\n".join(parts).rstrip() + "\n",
+                           kernel_names=[kernel.name for kernel in kernels])

@@ -44,15 +44,27 @@ def _load_reference(path: Path) -> Any:
     return module
 
 
-def example_inputs(module: Any, cases: list[CaseSpec]) -> list[Any]:
+def _signature(values: list[Any]) -> tuple[tuple[int, str], ...]:
     import torch
 
-    if cases:
-        from runners.harness.inputs import prepare_spec_case
+    return tuple((value.dim(), str(value.dtype)) for value in values
+                 if isinstance(value, torch.Tensor))
 
-        return prepare_spec_case(cases[0]).inputs
-    torch.manual_seed(0)
-    return list(module.get_inputs())
+
+def example_inputs(module: Any, cases: list[CaseSpec]) -> list[list[Any]]:
+    """One example input list per distinct signature (ranks and dtypes) among the cases."""
+    import torch
+
+    if not cases:
+        torch.manual_seed(0)
+        return [list(module.get_inputs())]
+    from runners.harness.inputs import prepare_spec_case
+
+    examples: dict[tuple[tuple[int, str], ...], list[Any]] = {}
+    for case in cases:
+        values = prepare_spec_case(case).inputs
+        examples.setdefault(_signature(values), values)
+    return list(examples.values())
 
 
 def generate(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSpec],
@@ -69,15 +81,14 @@ def generate(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSp
             list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else [])
         torch.manual_seed(0)
         model = module.Model(*args)
-        inputs = example_inputs(module, cases)
+        examples = example_inputs(module, cases)
     except Exception as exc:  # noqa: BLE001 - the reference is user code
         return OfflineResult(status="error", reason=f"the reference failed to run: "
                              f"{type(exc).__name__}: {exc}")
     try:
-        program = export_reference(model, inputs)
-        graph = lower_program(program)
+        graphs = [lower_program(export_reference(model, inputs)) for inputs in examples]
         source = reference.read_text(encoding="utf-8")
-        generated = generate_module(graph, source, op_name)
+        generated = generate_module(graphs, source, op_name)
     except UnsupportedGraphError as exc:
         return OfflineResult(status="unsupported", unsupported_ops=exc.ops, reason=str(exc))
     return OfflineResult(status="generated", source=generated.source,

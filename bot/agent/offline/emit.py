@@ -16,7 +16,7 @@ from typing import Any
 import sympy
 import torch
 
-from bot.agent.offline.graph import Node, Size, UnsupportedGraphError
+from bot.agent.offline.graph import Node, Size, UnsupportedGraphError, product
 from bot.agent.offline.sizes import python_size
 
 Index = tuple[str, ...]
@@ -130,6 +130,10 @@ class Emitter:
             result = self.value(node.args[0], self._view_index(node, index))
         elif node.kind == "pointwise":
             result = self._pointwise(node, index)
+        elif node.kind == "iota":
+            result = self._iota(node, index)
+        elif node.kind == "gather":
+            result = self._gather(node, index)
         else:
             raise UnsupportedGraphError([], f"{node.op} result {node.name} used before it is "
                                         "computed (internal planning error)")
@@ -153,6 +157,24 @@ class Emitter:
         if kind == FLOAT:
             code += ".to(tl.float32)"
         return self.assign(code, kind, "x")
+
+    def _iota(self, node: Node, index: Index) -> Value:
+        start = self.operand(node.params["start"], node, index).code
+        step = self.operand(node.params["step"], node, index).code
+        kind = kind_of(node.dtype)
+        code = f"({start} + {index[0]} * {step})"
+        return self.assign(f"{code}.to(tl.float32)" if kind == FLOAT else code, kind)
+
+    def _gather(self, node: Node, index: Index) -> Value:
+        """gather: the source read where the index tensor says; embedding: rows by index."""
+        source, indices = node.args[0], node.args[1]
+        if node.op == "embedding":
+            row = self.value(indices, index[:-1])
+            return self.value(source, (f"{row.code}.to(tl.int64)", index[-1]))
+        position = self.value(indices, index)
+        mapped = list(index)
+        mapped[node.params["dim"]] = f"{position.code}.to(tl.int64)"
+        return self.value(source, tuple(mapped))
 
     # -- views ---------------------------------------------------------------------------
 
@@ -185,6 +207,8 @@ class Emitter:
             return tuple(mapped_list)
         if op == "reshape":
             return self._reshape_index(index, node.shape, source.shape)
+        if op == "as_strided":
+            return self._strided_index(index, node, source.shape)
         raise UnsupportedGraphError([f"view {op}"])
 
     def _reshape_index(self, index: Index, out_shape: Sequence[Size],
@@ -199,20 +223,33 @@ class Emitter:
             return tuple(mapped)
         flat_terms = []
         for dim in range(len(out_shape)):
-            after = _product(out_shape[dim + 1:])
+            after = product(out_shape[dim + 1:])
             if index[dim] == "0":
                 continue
             flat_terms.append(index[dim] if after == 1 else f"{index[dim]} * {self.size(after)}")
         flat = self.assign(" + ".join(flat_terms) or "0", INT, "flat").code
-        mapped_list: list[str] = []
-        for dim, size in enumerate(in_shape):
+        return self._unflatten(flat, in_shape)
+
+    def _unflatten(self, flat: str, shape: Sequence[Size]) -> Index:
+        """The index of row-major position `flat` in a tensor of `shape`."""
+        mapped: list[str] = []
+        for dim, size in enumerate(shape):
             if _is_one(size):
-                mapped_list.append("0")
+                mapped.append("0")
                 continue
-            after = _product(in_shape[dim + 1:])
+            after = product(shape[dim + 1:])
             quotient = flat if after == 1 else f"({flat} // {self.size(after)})"
-            mapped_list.append(quotient if dim == 0 else f"({quotient} % {self.size(size)})")
-        return tuple(mapped_list)
+            mapped.append(quotient if dim == 0 else f"({quotient} % {self.size(size)})")
+        return tuple(mapped)
+
+    def _strided_index(self, index: Index, node: Node, in_shape: Sequence[Size]) -> Index:
+        """as_strided over a value laid out contiguously: a flat position, then its index."""
+        terms = [self.size(node.params["offset"])]
+        for position, stride in zip(index, node.params["strides"], strict=True):
+            if position != "0" and not (stride.is_Integer and int(stride) == 0):
+                terms.append(f"{position} * {self.size(stride)}")
+        flat = self.assign(" + ".join(terms), INT, "flat").code
+        return self._unflatten(flat, in_shape)
 
     # -- pointwise -----------------------------------------------------------------------
 
@@ -252,12 +289,6 @@ def broadcast_index(index: Index, out_shape: Sequence[Size],
 def _is_one(size: Size) -> bool:
     return bool(size.is_Integer and int(size) == 1)
 
-
-def _product(sizes: Sequence[Size]) -> Size:
-    result: Size = sympy.Integer(1)
-    for size in sizes:
-        result = result * size
-    return result
 
 
 def _python_scalar(value: Any, dtype: torch.dtype) -> Any:

@@ -12,17 +12,17 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import sympy
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 aten = torch.ops.aten
 prims = torch.ops.prims
 
-Size = sympy.Expr
+Size: TypeAlias = sympy.Expr
 
 
 class UnsupportedGraphError(Exception):
@@ -173,6 +173,12 @@ _SIZE_OPS = {aten.sym_size.int, aten.sym_numel.default, aten.sym_stride.int,
              torch.sym_min}
 
 
+# Run-time assertions export inserts (dtype, device, size checks): no value to compute.
+_ASSERTIONS = {getattr(aten, name).default for name in (
+    "_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
+    "sym_constrain_range", "_assert_async") if hasattr(aten, name)}
+
+
 def _size(value: Any) -> Size:
     if isinstance(value, torch.SymInt):
         return sympy.sympify(value.node.expr)
@@ -254,11 +260,13 @@ class _Lowering:
 
     def lower(self, fx_node: torch.fx.Node) -> None:
         target = fx_node.target
-        if target in _SIZE_OPS:
-            return  # sizes come from each node's symbolic shape, not from these nodes
+        if target in _SIZE_OPS or target in _ASSERTIONS:
+            return  # sizes come from each node's symbolic shape; asserts compute nothing
         value = _meta(fx_node)
         args = [self.arg(item) for item in fx_node.args]
         kwargs = {key: self.arg(item) for key, item in fx_node.kwargs.items()}
+        if _unresolved(args) or _unresolved(list(kwargs.values())):
+            return  # an operand's producer is unsupported: that op is the one to report
         handler = self._handler(target)
         if handler is None:
             self.unsupported.append(str(target))
@@ -289,6 +297,12 @@ class _Lowering:
             aten.full.default: self.full, aten.scalar_tensor.default: self.full,
             aten.full_like.default: self.full,
             aten.hardtanh.default: self.hardtanh,
+            aten.arange.default: self.iota, aten.arange.start: self.iota,
+            aten.arange.start_step: self.iota, prims.iota.default: self.iota,
+            aten.gather.default: self.gather,
+            aten.embedding.default: self.embedding,
+            aten.native_dropout.default: self.dropout,
+            aten.as_strided.default: self.as_strided,
         }
         return handlers.get(target)
 
@@ -307,9 +321,59 @@ class _Lowering:
         return item
 
     def _check_nodes(self, args: Sequence[Any]) -> bool:
-        if any(isinstance(arg, torch.fx.Node) for arg in args):
-            return False
-        return True
+        return not any(isinstance(arg, torch.fx.Node) for arg in args)
+
+    def iota(self, target: Any, args: list[Any], kwargs: dict[str, Any], value: Any) -> Any:
+        """arange/iota: the value is start + index * step, computed from the index."""
+        if target == prims.iota.default:
+            start, step = kwargs.get("start", 0), kwargs.get("step", 1)
+        elif target == aten.arange.default:
+            start, step = 0, 1
+        else:
+            start = args[0]
+            step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+        if any(isinstance(item, torch.fx.Node) for item in (start, step)):
+            self.unsupported.append(f"{target} (computed bounds)")
+            return None
+        return self.add("iota", "iota", [], _shape_of(value), value.dtype, start=start,
+                        step=step)
+
+    def gather(self, target: Any, args: list[Any], kwargs: dict[str, Any], value: Any) -> Any:
+        source, dim, index = args[0], args[1], args[2]
+        if not isinstance(source, Node) or not isinstance(index, Node):
+            return None
+        return self.add("gather", "gather", [source, index], _shape_of(value), value.dtype,
+                        dim=int(dim) % max(source.rank, 1))
+
+    def embedding(self, target: Any, args: list[Any], kwargs: dict[str, Any],
+                  value: Any) -> Any:
+        weight, indices = args[0], args[1]
+        if not isinstance(weight, Node) or not isinstance(indices, Node) or weight.rank != 2:
+            return None
+        return self.add("gather", "embedding", [weight, indices], _shape_of(value),
+                        value.dtype)
+
+    def dropout(self, target: Any, args: list[Any], kwargs: dict[str, Any], value: Any) -> Any:
+        probability = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+        train = args[2] if len(args) > 2 else kwargs.get("train", True)
+        source = args[0]
+        if not isinstance(source, Node):
+            return None
+        if train and probability not in (0, 0.0):
+            self.unsupported.append(f"{target} (random in training mode, p={probability})")
+            return None
+        mask = self.add("const", "const", [], source.shape, torch.bool, value=True)
+        return source, mask
+
+    def as_strided(self, target: Any, args: list[Any], kwargs: dict[str, Any],
+                   value: Any) -> Any:
+        source = args[0]
+        if not isinstance(source, Node):
+            return None
+        strides = args[2]
+        offset = args[3] if len(args) > 3 and args[3] is not None else 0
+        return self.add("view", "as_strided", [source], _shape_of(value), value.dtype,
+                        strides=[_size(stride) for stride in strides], offset=_size(offset))
 
     def getitem(self, target: Any, args: list[Any], kwargs: dict[str, Any], value: Any) -> Any:
         if isinstance(args[0], (tuple, list)):
@@ -328,7 +392,9 @@ class _Lowering:
             params["approximate"] = kwargs.get("approximate", "none")
         if op == "clamp":
             args = args + [kwargs.get("min"), kwargs.get("max")][len(args) - 1:]
-        if not self._check_nodes(args) or not isinstance(value, torch.Tensor):
+        if not self._check_nodes(args):
+            return None  # an operand's producer is unsupported and already reported
+        if not isinstance(value, torch.Tensor):
             self.unsupported.append(str(target))
             return None
         return self.add("pointwise", op, list(args), _shape_of(value), value.dtype, **params)
@@ -411,7 +477,7 @@ class _Lowering:
             dims_arg = kwargs.get("dim")
         dims = _normalise_dims(dims_arg, source.rank)
         return self.add("reduce", op, [source], _shape_of(value), value.dtype, dims=dims,
-                        count=_product([source.shape[dim] for dim in dims]))
+                        count=product([source.shape[dim] for dim in dims]))
 
     def variance(self, target: Any, args: list[Any], kwargs: dict[str, Any],
                  value: Any) -> Node | None:
@@ -428,7 +494,7 @@ class _Lowering:
             correction = 1
         if isinstance(correction, float) and correction.is_integer():
             correction = int(correction)
-        count = _product([source.shape[dim] for dim in dims])
+        count = product([source.shape[dim] for dim in dims])
         keep = tuple(sympy.Integer(1) if index in dims else size
                      for index, size in enumerate(source.shape))
         mean = self.add("reduce", "mean", [source], keep, torch.float32, dims=dims,
@@ -453,7 +519,7 @@ class _Lowering:
         keepdim = bool(args[2]) if len(args) > 2 else False
         shape = _shape_of(value[0])
         kind = "max" if target == aten.max.dim else "min"
-        count = _product([source.shape[dim] for dim in dims])
+        count = product([source.shape[dim] for dim in dims])
         values = self.add("reduce", "amax" if kind == "max" else "amin", [source], shape,
                           value[0].dtype, dims=dims, count=count, keepdim=keepdim)
         indices = self.add("reduce", "argmax" if kind == "max" else "argmin", [source], shape,
@@ -487,15 +553,24 @@ class _Lowering:
         return self.add("pointwise", "add", [product, bias], shape, value.dtype)
 
 
+def _unresolved(items: Sequence[Any]) -> bool:
+    for item in items:
+        if isinstance(item, torch.fx.Node):
+            return True
+        if isinstance(item, (list, tuple)) and _unresolved(item):
+            return True
+    return False
+
+
 def _normalise_dims(dims: Any, rank: int) -> list[int]:
-    if dims is None or dims == [] or dims == ():
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
     return sorted({int(dim) % max(rank, 1) for dim in dims})
 
 
-def _product(sizes: Sequence[Size]) -> Size:
+def product(sizes: Sequence[Size]) -> Size:
     result: Size = sympy.Integer(1)
     for size in sizes:
         result = result * size
@@ -517,7 +592,9 @@ def lower_program(program: ExportedProgram) -> Graph:
     if lowering.unsupported:
         raise UnsupportedGraphError(lowering.unsupported)
     assert output_node is not None
-    raw_outputs = output_node.args[0]
+    user_outputs = [index for index, spec in enumerate(program.graph_signature.output_specs)
+                    if spec.kind == OutputKind.USER_OUTPUT]
+    raw_outputs = [output_node.args[0][index] for index in user_outputs]
     outputs: list[Node] = []
     for item in raw_outputs:
         lowered = lowering.by_fx.get(item) if isinstance(item, torch.fx.Node) else None

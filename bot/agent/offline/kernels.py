@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import sympy
-
 from bot.agent.offline.emit import FLOAT, INT, Emitter, Index, Value, kind_of
-from bot.agent.offline.graph import Node, Size, UnsupportedGraphError
+from bot.agent.offline.graph import Node, Size, UnsupportedGraphError, product
 from bot.agent.offline.sizes import python_size
 
 _INDENT = "    "
@@ -53,7 +51,7 @@ def _store_code(value: Value, shape_hint: str) -> str:
 
 def _header(name: str, params: Sequence[str], constexprs: Sequence[str]) -> str:
     arguments = list(params) + [f"{item}: tl.constexpr" for item in constexprs]
-    lines = [f"@triton.jit", f"def {name}("]
+    lines = ["@triton.jit", f"def {name}("]
     lines += [f"{_INDENT}{argument}," for argument in arguments]
     lines.append("):")
     return "\n".join(lines)
@@ -65,7 +63,7 @@ def _body(lines: Sequence[str], depth: int = 1) -> list[str]:
 
 def pointwise_kernel(name: str, node: Node, emitter: Emitter, buffer: str) -> KernelSource:
     """out[i] = f(inputs)[i] over the flat, contiguous output."""
-    numel = _product(node.shape)
+    numel = product(node.shape)
     emitter.lines.append("pid = tl.program_id(0).to(tl.int64)")
     emitter.lines.append("offsets = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
     numel_code = emitter.size(numel)
@@ -99,8 +97,8 @@ def reduction_kernel(name: str, node: Node, emitter: Emitter, buffer: str) -> Ke
     source_node: Node = node.args[0]
     dims: list[int] = node.params["dims"]
     kept = [dim for dim in range(source_node.rank) if dim not in dims]
-    rows = _product([source_node.shape[dim] for dim in kept])
-    cols = _product([source_node.shape[dim] for dim in dims])
+    rows = product([source_node.shape[dim] for dim in kept])
+    cols = product([source_node.shape[dim] for dim in dims])
     op = node.op
     float_input = kind_of(source_node.dtype) == FLOAT or op in ("mean",)
     lines = emitter.lines
@@ -168,7 +166,9 @@ def _init_accumulator(lines: list[str], op: str, float_input: bool) -> None:
 
 
 def _combine(lines: list[str], op: str, value: Value, float_input: bool) -> None:
-    code = value.code if not value.literal else f"tl.full([BLOCK_M, BLOCK_N], {value.code}, tl.float32)"
+    code = value.code
+    if value.literal:
+        code = f"tl.full([BLOCK_M, BLOCK_N], {value.code}, tl.float32)"
     if op in ("sum", "mean"):
         if float_input:
             lines.append(f"block = tl.sum(tl.where(mask, {code}, 0.0), axis=1)")
@@ -224,7 +224,7 @@ def _finalize(op: str, count: str) -> str:
     return "total"
 
 
-def matmul_kernel(name: str, product: Node, end: Node, emitter: Emitter, buffer: str,
+def matmul_kernel(name: str, product: Node, end: Node, emitter: Emitter, *, buffer: str,
                   operand_exprs: tuple[str, str]) -> KernelSource:
     """A tiled matmul (batched when 3D); the epilogue `end` is computed on the tile."""
     batched = product.op == "bmm"
@@ -290,9 +290,3 @@ def matmul_kernel(name: str, product: Node, end: Node, emitter: Emitter, buffer:
     ]
     return KernelSource(name, source, launch, emitter.helpers)
 
-
-def _product(sizes: Sequence[Size]) -> Size:
-    result: Size = sympy.Integer(1)
-    for size in sizes:
-        result = result * size
-    return result

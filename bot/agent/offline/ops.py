@@ -75,8 +75,9 @@ def _add(operands: Sequence[Value], node: Node, helpers: set[str]) -> str:
     right = _as(operands[1], kind) if alpha is None else f"({alpha!r} * {_as(operands[1], kind)})"
     sign = "-" if node.op == "sub" else "+"
     if node.op == "rsub":
-        left = _as(operands[0], kind) if alpha is None else f"({alpha!r} * {_as(operands[0], kind)})"
-        return f"({_as(operands[1], kind)} - {left})"
+        left = _as(operands[0], kind)
+        scaled = left if alpha is None else f"({alpha!r} * {left})"
+        return f"({_as(operands[1], kind)} - {scaled})"
     return f"({_as(operands[0], kind)} {sign} {right})"
 
 
@@ -119,22 +120,9 @@ def _small_power(base: str, power: float) -> str | None:
 
 
 def _clamp(operands: Sequence[Value], node: Node, helpers: set[str]) -> str:
-    kind = kind_of(node.dtype)
-    value = _as(operands[0], kind)
-    low = operands[1] if len(operands) > 1 else None
-    high = operands[2] if len(operands) > 2 else None
     if node.op == "clamp_min":
-        low, high = operands[1], None
-    elif node.op == "clamp_max":
-        low, high = None, operands[1]
-    result = value
-    if low is not None:
-        result = f"tl.maximum({result}, {_as(low, kind)})"
-    if high is not None:
-        result = f"tl.minimum({result}, {_as(high, kind)})"
-    if kind == FLOAT:
-        return f"tl.where({value} != {value}, {value}, {result})"  # NaN stays NaN, as in PyTorch
-    return result
+        return _clamp_optional(operands[0], operands[1], None, node)
+    return _clamp_optional(operands[0], None, operands[1], node)
 
 
 def _extreme(operands: Sequence[Value], node: Node, helpers: set[str]) -> str:
@@ -243,18 +231,15 @@ def pointwise_code(node: Node, operands: Sequence[Value | None], helpers: set[st
     renderer = _RENDERERS.get(node.op)
     if renderer is None:
         raise UnsupportedGraphError([node.op])
-    present = [item for item in operands if item is not None]
-    if node.op.startswith("clamp"):
-        if node.op == "clamp":
-            low, high = (operands + [None, None])[1:3]
-            code = _clamp_optional(operands[0], low, high, node)
-            return code
-        return renderer(present, node, helpers)
-    return renderer(present, node, helpers)
+    if node.op == "clamp":  # min or max may be absent
+        low, high = [*operands, None, None][1:3]
+        return _clamp_optional(operands[0], low, high, node)
+    return renderer([item for item in operands if item is not None], node, helpers)
 
 
 def _clamp_optional(value: Value | None, low: Value | None, high: Value | None,
                     node: Node) -> str:
+    """clamp with either bound optional; NaN stays NaN, as in PyTorch."""
     assert value is not None
     kind = kind_of(node.dtype)
     code = _as(value, kind)

@@ -32,8 +32,8 @@ class Plan:
     output_views: dict[Node, Node] = field(default_factory=dict)  # output -> stored root
 
 
-def view_root(node: Node) -> Node | None:
-    """The tensor under a chain of views, or None if the chain holds anything else."""
+def view_root(node: Node) -> Node:
+    """The first value under a chain of views the launcher can express (itself if none)."""
     current = node
     while current.kind == "view" and current.op in _VIEWABLE:
         current = current.args[0]
@@ -53,38 +53,44 @@ def _epilogue_end(product: Node, outputs: set[Node]) -> Node:
     return end
 
 
-def make_plan(graph: Graph) -> Plan:
-    plan = Plan(graph=graph)
-    outputs = set(graph.outputs)
-    absorbed: dict[Node, Node] = {}  # epilogue end -> matmul
-    for node in graph.nodes:
-        if node.kind == "matmul":
-            absorbed[_epilogue_end(node, outputs)] = node
-    stored: set[Node] = set(absorbed)
-    stored.update(node for node in graph.nodes if node.kind == "reduce")
+def _store_matmul_operands(graph: Graph, stored: set[Node]) -> None:
+    """A matmul reads its operands through strides: each must be a view of a tensor."""
     for node in graph.nodes:
         if node.kind != "matmul":
             continue
         for operand in node.args:
             root = view_root(operand)
-            if root is None or root.kind not in ("input",) and root not in stored:
-                stored.add(root if root is not None else operand)
+            if root.kind != "input" and root not in stored:
+                stored.add(root)
+
+
+def _place_outputs(graph: Graph, plan: Plan, stored: set[Node]) -> None:
+    """Outputs get a buffer, unless they are views of one (returned as views)."""
     for output in graph.outputs:
         if output in stored:
             continue
         root = view_root(output)
-        if output.kind == "view" and root is not None and root in stored:
+        if output.kind == "view" and root in stored:
             plan.output_views[output] = root
         else:
             stored.add(output)
+
+
+def make_plan(graph: Graph) -> Plan:
+    plan = Plan(graph=graph)
+    outputs = set(graph.outputs)
+    absorbed = {_epilogue_end(node, outputs): node for node in graph.nodes
+                if node.kind == "matmul"}  # epilogue end -> its matmul
+    stored: set[Node] = set(absorbed)
+    stored.update(node for node in graph.nodes if node.kind == "reduce")
+    _store_matmul_operands(graph, stored)
+    _place_outputs(graph, plan, stored)
     plan.stored = stored
     for node in graph.nodes:
         if node not in stored:
             continue
         if node in absorbed:
             plan.kernels.append(Kernel("matmul", node, matmul=absorbed[node]))
-        elif node.kind == "reduce":
-            plan.kernels.append(Kernel("reduce", node))
         else:
-            plan.kernels.append(Kernel("pointwise", node))
+            plan.kernels.append(Kernel("reduce" if node.kind == "reduce" else "pointwise", node))
     return plan

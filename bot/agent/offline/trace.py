@@ -25,6 +25,9 @@ _EXTRA_DECOMPOSITIONS = [
     "dot", "vdot", "squeeze", "square", "relu6", "prelu", "rrelu", "sgn", "heaviside",
     "log_sigmoid_forward", "mean", "sum", "triplet_margin_loss", "hinge_embedding_loss",
     "margin_ranking_loss", "soft_margin_loss", "cosine_embedding_loss",
+    "_native_batch_norm_legit_functional", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "native_batch_norm", "diag_embed", "diag",
+    "tril", "triu", "nll_loss2d_forward", "cross_entropy_loss", "log_sigmoid_forward",
 ]
 
 
@@ -43,7 +46,8 @@ def export_reference(model: torch.nn.Module, inputs: Sequence[Any]) -> ExportedP
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
-            return program.run_decompositions(decomposition_table())
+            decomposed: ExportedProgram = program.run_decompositions(decomposition_table())
+            return decomposed
     except Exception as exc:  # noqa: BLE001 - export fails in many ways; all mean "unsupported"
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UnsupportedGraphError([], f"torch.export could not trace the reference: "

@@ -1,0 +1,46 @@
+"""Run the offline generator in a worker process (the reference is user code)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import runners
+from bot.agent.offline.driver import OfflineResult
+from runners.base import CaseSpec
+from runners.sandbox import child_environment, run_isolated
+
+GENERATOR_TIMEOUT_S = 600.0
+
+
+def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | None,
+                       cases: list[CaseSpec],
+                       timeout_s: float = GENERATOR_TIMEOUT_S) -> OfflineResult:
+    """Trace the reference and write a Triton candidate, in a child process with a timeout."""
+    with tempfile.TemporaryDirectory(prefix="opbot-generate-") as tmp:
+        workdir = Path(tmp)
+        result_path = workdir / f"generated-{secrets.token_hex(8)}.json"
+        envelope = {
+            "result": str(result_path),
+            "job": {"reference": str(reference.resolve()), "op": op_name,
+                    "init_args": init_args, "cases": [case.to_json() for case in cases]},
+        }
+        root = str(Path(runners.__file__).resolve().parent.parent)
+        outcome = run_isolated([sys.executable, "-m", "bot.agent.offline"], cwd=workdir,
+                               timeout_s=timeout_s, log_path=workdir / "generator.log",
+                               env=child_environment({"PYTHONPATH": root}),
+                               stdin_data=json.dumps(envelope))
+        try:
+            return OfflineResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    if outcome.timed_out:
+        reason = f"the offline generator ran past {timeout_s:g} s and was stopped"
+    else:
+        reason = (f"the offline generator died ({outcome.signal_name or outcome.returncode}): "
+                  f"{outcome.log_tail[-800:]}")
+    return OfflineResult(status="error", reason=reason)

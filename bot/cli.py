@@ -1,0 +1,165 @@
+"""The `opbot` command line. JSON on stdout with --json; a readable report otherwise.
+
+Exit codes: 0 passed; 1 failed (or unsupported); 2 bad input (a clear message, never a
+traceback). Every OpbotError is turned into its message and exit code here, at one place.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from bot import __version__
+from bot.errors import OpbotError
+
+BACKEND_CHOICE = click.Choice(["triton", "ascendc"])
+EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+_stderr = Console(stderr=True, highlight=False)
+_stdout = Console(highlight=False)
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    _stderr.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    sys.exit(code)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A spinner with the current step on a terminal; silent with --json or when piped."""
+    if not enabled or not _stderr.is_terminal:
+        yield lambda _message: None
+        return
+    with _stderr.status("starting") as status:
+        yield status.update
+
+
+def _emit_json(data: dict[str, Any]) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="opbot")
+def main() -> None:
+    """opbot: operator requests in, verified accelerator kernels out."""
+
+
+# -- verify ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("ref", type=click.Path(path_type=Path))
+@click.argument("impl", type=click.Path(path_type=Path))
+@click.option("--backend", type=BACKEND_CHOICE, default="triton", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0,
+              show_default=True, help="Seconds before a hanging candidate is killed.")
+def verify(ref: Path, impl: Path, backend: str, as_json: bool, timeout_s: float) -> None:
+    """Check IMPL (a .py defining ModelNew, or an operator package) against REF."""
+    from bot.verification import verify_candidate
+
+    try:
+        result = verify_candidate(ref, impl, backend=backend, timeout_s=timeout_s)
+    except OpbotError as exc:
+        _fail(str(exc))
+    if as_json:
+        data = result.to_json()
+        _emit_json({"status": data["status"], "reasons": data["reasons"],
+                    "cases": data["cases"], "device": data["device"],
+                    "warnings": data["warnings"], "stages": data["stages"]})
+    else:
+        _print_verdict(result)
+    sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)
+
+
+# -- generate -------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("ref", type=click.Path(path_type=Path))
+@click.option("--backend", type=BACKEND_CHOICE, default="triton", show_default=True)
+@click.option("--llm", type=click.Choice(["auto", "offline", "openai"]), default="auto",
+              show_default=True, help="Who drafts kernels: the offline generator or an LLM.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="The operator package folder (default: the op.yaml's folder, or ops/<name>).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def generate(ref: Path, backend: str, llm: str, out: Path | None, as_json: bool) -> None:
+    """Generate a kernel for REF (an op.yaml or a KernelBench .py), verify it, write it."""
+    from bot.agent.loop import generate as run_generate
+    from bot.spec import load_spec
+
+    if llm == "openai":
+        _fail("the LLM drafting loop is not available in this version; use --llm offline")
+    try:
+        spec = load_spec(ref)
+        target = out or _default_out(ref, spec.name, spec.origin)
+        with _progress(not as_json) as progress:
+            outcome = run_generate(spec, backend=backend, out=target, progress=progress)
+    except OpbotError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(outcome.to_json())
+    else:
+        _print_generate(outcome)
+    sys.exit(EXIT_PASSED if outcome.status == "passed" else EXIT_FAILED)
+
+
+def _default_out(ref: Path, name: str, origin: str) -> Path:
+    if origin == "op.yaml":
+        return ref.parent
+    return Path("ops") / name
+
+
+# -- human output ---------------------------------------------------------------------------
+
+
+def _print_cases(result: Any) -> None:
+    table = Table(title=None, show_edge=False)
+    for column in ("case", "shapes", "dtypes", "max abs err", "max rel err", "result"):
+        table.add_column(column)
+    for case in result.cases:
+        shapes = ", ".join("x".join(map(str, shape)) for shape in case.shapes)
+        table.add_row(case.name, shapes, ", ".join(case.dtypes),
+                      "-" if case.max_abs_err is None else f"{case.max_abs_err:.3g}",
+                      "-" if case.max_rel_err is None else f"{case.max_rel_err:.3g}",
+                      "[green]passed[/]" if case.passed else "[red]FAILED[/]")
+    if result.cases:
+        _stdout.print(table)
+
+
+def _print_verdict(result: Any) -> None:
+    colour = "green" if result.passed else "red"
+    _stdout.print(f"[bold {colour}]{result.status}[/] on {result.device}")
+    _print_cases(result)
+    for reason in result.reasons:
+        where = f" ({reason.location.render()})" if reason.location else ""
+        case = f" [case {reason.case}]" if reason.case else ""
+        _stdout.print(f"[red]- {reason.check}[/]{case}: {reason.message}{where}",
+                      soft_wrap=True, markup=True, highlight=False)
+        if reason.log_tail and reason.check in ("crash", "timeout", "run", "load", "init"):
+            _stdout.print(reason.log_tail[-1500:], markup=False, highlight=False)
+    for warning in result.warnings:
+        _stdout.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+
+
+def _print_generate(outcome: Any) -> None:
+    if outcome.status == "unsupported":
+        _stdout.print(f"[bold yellow]unsupported[/]: {outcome.message}", soft_wrap=True)
+        return
+    if outcome.verification is not None:
+        _print_verdict(outcome.verification)
+        timing = outcome.verification.timing
+        if timing is not None:
+            _stdout.print(f"timing: kernel {timing.candidate_ms:.3f} ms, PyTorch "
+                          f"{timing.reference_ms:.3f} ms on {timing.device} ({timing.note})",
+                          soft_wrap=True)
+    _stdout.print(f"operator package: {outcome.out}")
+

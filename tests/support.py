@@ -1,0 +1,36 @@
+"""Paths and helpers shared by the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+REFS = DATA / "refs"
+CANDIDATES = DATA / "candidates"
+EXAMPLES = REPO / "examples" / "ops"
+
+
+@dataclass(frozen=True)
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run_opbot(*args: str, cwd: Path | None = None, timeout: float = 600.0,
+              env: dict[str, str] | None = None) -> CliRun:
+    """`opbot ARGS` in a fresh process, as a user would run it."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "bot", *args], cwd=cwd or REPO, capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, **(env or {})}, check=False)
+    return CliRun(completed.returncode, completed.stdout, completed.stderr)

@@ -1,0 +1,85 @@
+"""`opbot verify` on the adversarial corpus: every cheat caught by its check, every honest
+kernel accepted. Each candidate's first line says what the harness must conclude:
+`# expect: passed` or `# expect: failed <check>`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import CANDIDATES, run_opbot
+
+
+def _expectation(candidate: Path) -> tuple[str, str | None]:
+    first = candidate.read_text(encoding="utf-8").splitlines()[0]
+    words = first.split("expect:", 1)[1].split()
+    return words[0], (words[1] if len(words) > 1 else None)
+
+
+def _corpus() -> list[object]:
+    params = []
+    for candidate in sorted(CANDIDATES.glob("*.py")):
+        status, check = _expectation(candidate)
+        reference = CANDIDATES / "refs" / f"{candidate.name.split('__')[0]}.py"
+        params.append(pytest.param(reference, candidate, status, check, id=candidate.stem))
+    return params
+
+
+@pytest.mark.parametrize(("reference", "candidate", "status", "check"), _corpus())
+def test_verdict_names_the_check(reference: Path, candidate: Path, status: str,
+                                 check: str | None) -> None:
+    run = run_opbot("verify", str(reference), str(candidate), "--backend", "triton", "--json",
+                    "--timeout", "30")
+    assert "Traceback" not in run.stderr
+    result = run.json()
+    assert result["status"] == status, result["reasons"]
+    assert run.code == (0 if status == "passed" else 1)
+    checks = {reason["check"] for reason in result["reasons"]}
+    if status == "passed":
+        assert checks == set()
+        assert result["cases"]
+        assert all(case["passed"] for case in result["cases"])
+        # Odd sizes and a fresh-input repeat are among the cases, not only the real shapes.
+        assert any(case["name"].startswith("tail") for case in result["cases"])
+    else:
+        assert check in checks, result["reasons"]
+        for reason in result["reasons"]:
+            assert reason["message"]
+
+
+def test_value_failures_carry_the_numbers() -> None:
+    run = run_opbot("verify", str(CANDIDATES / "refs" / "relu.py"),
+                    str(CANDIDATES / "relu__bad_values_no_tail_mask.py"), "--json")
+    reason = next(item for item in run.json()["reasons"] if item["check"] == "values")
+    details = reason["details"]
+    assert reason["case"]
+    assert reason["output"] == 0
+    assert details["max_abs_err"] > 0
+    assert details["mismatches"] > 0
+    assert details["first_mismatches"][0]["index"]
+    # The mismatches sit in the tail: past the last full block of the last dim.
+    last_dim_range = details["mismatch_index_ranges"][-1]
+    assert last_dim_range[0] > 0
+    assert last_dim_range[1] == last_dim_range[2] - 1
+
+
+def test_run_errors_point_at_the_kernel_line() -> None:
+    candidate = CANDIDATES / "relu__bad_run_interpreter_error.py"
+    run = run_opbot("verify", str(CANDIDATES / "refs" / "relu.py"), str(candidate), "--json")
+    reason = next(item for item in run.json()["reasons"] if item["check"] == "run")
+    location = reason["location"]
+    assert Path(location["file"]).name == candidate.name
+    assert "tl.arange" in location["source_line"]
+    lines = candidate.read_text(encoding="utf-8").splitlines()
+    assert "tl.arange" in lines[location["line"] - 1]
+    assert "power of 2" in reason["message"]
+
+
+def test_human_output_lists_cases_and_reasons() -> None:
+    run = run_opbot("verify", str(CANDIDATES / "refs" / "softmax.py"),
+                    str(CANDIDATES / "softmax__bad_torch_op_partial_sum.py"))
+    assert run.code == 1
+    assert "failed" in run.stdout
+    assert "torch_op" in run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
