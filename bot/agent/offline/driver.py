@@ -82,6 +82,9 @@ def generate(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSp
         torch.manual_seed(0)
         model = module.Model(*args)
         examples = example_inputs(module, cases)
+        with torch.no_grad():
+            for inputs in examples:
+                model(*inputs)  # a reference that cannot run is the user's error, not ours
     except Exception as exc:  # noqa: BLE001 - the reference is user code
         return OfflineResult(status="error", reason=f"the reference failed to run: "
                              f"{type(exc).__name__}: {exc}")

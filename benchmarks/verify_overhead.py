@@ -1,0 +1,71 @@
+"""How much does `opbot verify` cost over simply running the candidate once?
+
+Prints the median wall time of `opbot verify REF CAND --json` and of a bare Python run of
+the same candidate (import, build ModelNew, one forward on the reference's get_inputs()),
+each in a fresh process, and their ratio. Target: verify within 3x of the bare run.
+
+    .venv/bin/python benchmarks/verify_overhead.py [REF CAND] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REF = ROOT / "tests" / "data" / "candidates" / "refs" / "softmax.py"
+DEFAULT_CANDIDATE = ROOT / "tests" / "data" / "candidates" / "softmax__good_tutorial.py"
+
+BARE_RUN = """
+import importlib.util, os, sys
+os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+reference = load(sys.argv[1], "reference")
+candidate = load(sys.argv[2], "candidate")
+model = candidate.ModelNew(*reference.get_init_inputs())
+with torch.no_grad():
+    model(*reference.get_inputs())
+"""
+
+
+def _timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if completed.returncode not in (0, 1):
+        sys.exit(f"{command[:3]} failed: {completed.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ref", nargs="?", type=Path, default=DEFAULT_REF)
+    parser.add_argument("candidate", nargs="?", type=Path, default=DEFAULT_CANDIDATE)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    bare = [sys.executable, "-c", BARE_RUN, str(args.ref), str(args.candidate)]
+    verify = [sys.executable, "-m", "bot", "verify", str(args.ref), str(args.candidate),
+              "--json"]
+    bare_times = [_timed(bare) for _ in range(args.repeat)]
+    verify_times = [_timed(verify) for _ in range(args.repeat)]
+    bare_median = statistics.median(bare_times)
+    verify_median = statistics.median(verify_times)
+    print(f"candidate: {args.candidate.name}")
+    print(f"bare run:     median {bare_median:.2f} s over {args.repeat}")
+    print(f"opbot verify: median {verify_median:.2f} s over {args.repeat}")
+    print(f"ratio verify / bare: {verify_median / bare_median:.2f}x (target: at most 3x)")
+
+
+if __name__ == "__main__":
+    main()
