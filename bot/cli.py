@@ -87,22 +87,42 @@ def verify(ref: Path, impl: Path, backend: str, as_json: bool, timeout_s: float)
 @click.argument("ref", type=click.Path(path_type=Path))
 @click.option("--backend", type=BACKEND_CHOICE, default="triton", show_default=True)
 @click.option("--llm", type=click.Choice(["auto", "offline", "openai"]), default="auto",
-              show_default=True, help="Who drafts kernels: the offline generator or an LLM.")
+              show_default=True,
+              help="Who drafts kernels: an OpenAI-compatible LLM, or the offline generator "
+              "(auto: the LLM when an endpoint or key is configured).")
+@click.option("--llm-base-url", default=None, help="OpenAI-compatible endpoint "
+              "(default: OPBOT_LLM_BASE_URL, else OpenAI's). Key: OPBOT_LLM_API_KEY or "
+              "OPENAI_API_KEY.")
+@click.option("--llm-model", default=None, help="Model name (default: OPBOT_LLM_MODEL).")
+@click.option("--llm-timeout", "llm_timeout_s", type=click.FloatRange(min=0.1), default=180.0,
+              show_default=True, help="Seconds per LLM request (retried on timeouts).")
+@click.option("--hint", default=None, help="Notes for the model (treated as data).")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=6, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=200_000, show_default=True)
+@click.option("--time-budget", "time_budget_s", type=click.FloatRange(min=1), default=1800.0,
+              show_default=True, help="Wall-clock seconds for the whole loop.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="The operator package folder (default: the op.yaml's folder, or ops/<name>).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def generate(ref: Path, backend: str, llm: str, out: Path | None, as_json: bool) -> None:
+def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
+             llm_model: str | None, llm_timeout_s: float, hint: str | None,
+             max_attempts: int, max_tokens: int,
+             time_budget_s: float, out: Path | None, as_json: bool) -> None:
     """Generate a kernel for REF (an op.yaml or a KernelBench .py), verify it, write it."""
+    from bot.agent.llm import llm_configured
+    from bot.agent.loop import Budget
     from bot.agent.loop import generate as run_generate
     from bot.spec import load_spec
 
-    if llm == "openai":
-        _fail("the LLM drafting loop is not available in this version; use --llm offline")
     try:
         spec = load_spec(ref)
+        use_llm = llm == "openai" or (llm == "auto" and llm_configured(llm_base_url))
+        choice = _llm_choice(llm_base_url, llm_model, hint, llm_timeout_s) if use_llm else None
+        budget = Budget(attempts=max_attempts, tokens=max_tokens, seconds=time_budget_s)
         target = out or _default_out(ref, spec.name, spec.origin)
         with _progress(not as_json) as progress:
-            outcome = run_generate(spec, backend=backend, out=target, progress=progress)
+            outcome = run_generate(spec, backend=backend, out=target, progress=progress,
+                                   llm=choice, budget=budget)
     except OpbotError as exc:
         _fail(str(exc))
     if as_json:
@@ -110,6 +130,40 @@ def generate(ref: Path, backend: str, llm: str, out: Path | None, as_json: bool)
     else:
         _print_generate(outcome)
     sys.exit(EXIT_PASSED if outcome.status == "passed" else EXIT_FAILED)
+
+
+def _llm_choice(base_url: str | None, model: str | None, hint: str | None,
+                timeout_s: float) -> Any:
+    from bot.agent.llm import LLMSettings, OpenAIChatClient
+    from bot.agent.loop import LLMChoice
+
+    settings = LLMSettings.resolve(base_url=base_url, model=model, timeout_s=timeout_s)
+    return LLMChoice(client=OpenAIChatClient(settings), model=settings.model,
+                     api_key=settings.api_key, hint=hint)
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("transcript", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def replay(transcript: Path, as_json: bool) -> None:
+    """Re-verify every candidate of a generation TRANSCRIPT, without calling the model."""
+    from bot.replay import replay_transcript
+
+    try:
+        report = replay_transcript(transcript)
+    except OpbotError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        for item in report.attempts:
+            agree = "same" if item.recorded == item.replayed else "DIFFERENT"
+            _stdout.print(f"attempt {item.attempt}: recorded {item.recorded}, replayed "
+                          f"{item.replayed} ({agree})")
+    sys.exit(EXIT_PASSED if report.consistent else EXIT_FAILED)
 
 
 def _default_out(ref: Path, name: str, origin: str) -> Path:
@@ -154,6 +208,10 @@ def _print_generate(outcome: Any) -> None:
     if outcome.status == "unsupported":
         _stdout.print(f"[bold yellow]unsupported[/]: {outcome.message}", soft_wrap=True)
         return
+    _stdout.print(f"{outcome.attempts} attempt(s), stopped because: {outcome.stopped_because}"
+                  f"; tokens: {outcome.tokens.total}")
+    for note in outcome.notes:
+        _stdout.print(f"note: {note}", soft_wrap=True)
     if outcome.verification is not None:
         _print_verdict(outcome.verification)
         timing = outcome.verification.timing

@@ -1,19 +1,34 @@
-"""`opbot generate`: draft a candidate, verify it, write the operator package.
+"""`opbot generate`: draft -> verify -> feedback -> draft ..., within a budget; then publish.
 
-The drafter today is the offline generator (one deterministic attempt: it either lowers
-the reference or says which ops it cannot). The verification is the same harness
-`opbot verify` uses; nothing is called passed that the harness did not pass.
+The drafter is the offline generator (one deterministic attempt) or an LLM conversation.
+Every candidate goes through the same harness `opbot verify` uses: nothing is called
+passed that the harness did not pass. The loop stops at the first verified candidate;
+a tuning phase may follow on a real device (CPU-interpreter timings mean nothing).
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.agent.offline.run import generate_in_worker
+from bot.agent.drafters import (
+    Drafter,
+    DraftUnsupported,
+    LLMDrafter,
+    NoMoreDrafts,
+    OfflineDrafter,
+    TokenCount,
+    offline_draft,
+)
+from bot.agent.feedback import timing_feedback, verification_feedback
+from bot.agent.llm import ChatClient, LLMError
+from bot.agent.reply import ReplyError
+from bot.agent.transcript import Redactor, Transcript
 from bot.errors import BadInputError
 from bot.package import write_package
 from bot.report import perf_markdown
@@ -27,6 +42,26 @@ Progress = Callable[[str], None]
 LLM_HINT = ("configure an LLM endpoint to generate it: `opbot generate REF --llm openai "
             "--llm-base-url URL --llm-model NAME` with the key in OPBOT_LLM_API_KEY (any "
             "OpenAI-compatible server: OpenAI, DeepSeek, Qwen, vLLM, Ollama)")
+TUNING_SKIPPED = "tuning skipped: CPU-interpreter timings say nothing about device speed"
+TRANSCRIPT_NAME = "transcript.jsonl"
+
+
+@dataclass(frozen=True)
+class Budget:
+    attempts: int = 6
+    tokens: int = 200_000
+    seconds: float = 1800.0
+    tuning_attempts: int = 2
+
+
+@dataclass(frozen=True)
+class LLMChoice:
+    """How to reach the model, when one drafts: a client, its model name, the key to hide."""
+
+    client: ChatClient
+    model: str
+    api_key: str | None = None
+    hint: str | None = None
 
 
 @dataclass
@@ -40,6 +75,9 @@ class GenerateOutcome:
     unsupported_ops: list[str] = field(default_factory=list)
     message: str = ""
     stopped_because: str = ""
+    tokens: TokenCount = field(default_factory=TokenCount)
+    notes: list[str] = field(default_factory=list)
+    transcript: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         result = self.verification
@@ -53,11 +91,14 @@ class GenerateOutcome:
             "cases": [case.to_json() for case in result.cases] if result else [],
             "perf": timing.to_json() if timing else None,
             "reasons": [reason.to_json() for reason in result.reasons] if result else [],
+            "tokens": self.tokens.to_json(),
+            "stopped_because": self.stopped_because,
             "unsupported_ops": self.unsupported_ops,
             "message": self.message,
-            "stopped_because": self.stopped_because,
+            "notes": self.notes,
             "device": result.device if result else None,
             "warnings": result.warnings if result else [],
+            "transcript": str(self.transcript) if self.transcript else None,
         }
 
 
@@ -72,52 +113,209 @@ def _inferred_spec(spec: OpSpec, result: VerifyResult) -> OpSpec:
         if "value" in item:
             inputs.append(InputSpec(name=item["name"], value=item["value"]))
         else:
+            bounded = item["init"] == "randint"
             inputs.append(InputSpec(name=item["name"], dtypes=(item["dtype"],),
                                     shapes=(tuple(item["shape"]),), init=item["init"],
-                                    low=item.get("low") if item["init"] == "randint" else None,
-                                    high=item.get("high") if item["init"] == "randint" else None))
+                                    low=item.get("low") if bounded else None,
+                                    high=item.get("high") if bounded else None))
     init_args = inferred.get("init_args")
     return spec.with_inputs(inputs, init_args if spec.init_args is None else spec.init_args)
 
 
+@dataclass
+class _Attempt:
+    number: int
+    source: str
+    result: VerifyResult
+
+
+@dataclass
+class _Loop:
+    spec: OpSpec
+    reference: Path
+    workdir: Path
+    drafter: Drafter
+    budget: Budget
+    transcript: Transcript
+    progress: Progress
+    timeout_s: float
+    started: float = field(default_factory=time.monotonic)
+    attempts: list[_Attempt] = field(default_factory=list)
+    stopped_because: str = ""
+    notes: list[str] = field(default_factory=list)
+    last_error: str = ""
+    drafts: int = 0  # candidates asked for, including replies that held none
+
+    def verify(self, source: str) -> VerifyResult:
+        number = self.drafts
+        candidate = self.workdir / f"attempt-{number}" / "triton" / f"{self.spec.name}.py"
+        candidate.parent.mkdir(parents=True)
+        candidate.write_text(source, encoding="utf-8")
+        self.transcript.record("candidate", attempt=number, source=source)
+        self.progress(f"attempt {number}: verifying the candidate")
+        result = TritonBackend().verify(self.spec.to_request(
+            candidate, reference_file=self.reference, time_it=True, timeout_s=self.timeout_s))
+        if any(reason.check == "reference" for reason in result.reasons):
+            raise BadInputError(f"{self.spec.spec_path}: {result.reasons[0].message}")
+        self.transcript.record("verdict", attempt=number, status=result.status,
+                               result=result.to_json())
+        self.attempts.append(_Attempt(number, source, result))
+        return result
+
+    def out_of_budget(self) -> str:
+        if self.drafts >= self.budget.attempts:
+            return f"attempts ({self.budget.attempts})"
+        if self.drafter.tokens.total >= self.budget.tokens:
+            return f"tokens ({self.drafter.tokens.total} of {self.budget.tokens})"
+        if time.monotonic() - self.started >= self.budget.seconds:
+            return f"wall-clock time ({self.budget.seconds:g} s)"
+        return ""
+
+    def draft(self, feedback: str | None) -> str | None:
+        """The next candidate; None when the reply held none (the feedback says why)."""
+        self.drafts += 1
+        self.progress(f"drafting attempt {self.drafts} with {self.drafter.name}")
+        try:
+            return self.drafter.first() if feedback is None else self.drafter.revise(feedback)
+        except ReplyError as exc:
+            self.last_error = str(exc)
+            self.transcript.record("feedback", attempt=self.drafts, text=str(exc))
+            return None
+
+    def run(self) -> _Attempt | None:
+        """Draft and verify until a candidate passes or the budget is spent."""
+        feedback: str | None = None
+        while True:
+            exhausted = self.out_of_budget()
+            if exhausted:
+                self.stopped_because = "budget"
+                self.notes.append(f"budget spent: {exhausted}")
+                return None
+            try:
+                source = self.draft(feedback)
+            except NoMoreDrafts as exc:
+                self.stopped_because = "no_more_drafts"
+                self.notes.append(str(exc))
+                return None
+            except LLMError as exc:
+                self.stopped_because = "llm_error"
+                self.notes.append(str(exc))
+                return None
+            if source is None:
+                feedback = self.last_error
+                continue
+            result = self.verify(source)
+            if result.passed:
+                self.stopped_because = "passed"
+                return self.attempts[-1]
+            feedback = verification_feedback(result)
+            self.last_error = feedback
+            self.transcript.record("feedback", attempt=self.drafts, text=feedback)
+
+    def tune(self, best: _Attempt) -> _Attempt:
+        """Ask for faster versions, keeping the fastest verified one."""
+        if best.result.device.startswith("cpu"):
+            self.notes.append(TUNING_SKIPPED)
+            return best
+        for _ in range(self.budget.tuning_attempts):
+            if self.out_of_budget() or best.result.timing is None:
+                break
+            self.drafts += 1
+            try:
+                source = self.drafter.tune(timing_feedback(best.result.timing))
+            except (NoMoreDrafts, ReplyError, LLMError) as exc:
+                self.notes.append(f"tuning stopped: {exc}")
+                break
+            result = self.verify(source)
+            timing = result.timing
+            if result.passed and timing is not None and best.result.timing is not None and (
+                    timing.candidate_ms < best.result.timing.candidate_ms):
+                best = self.attempts[-1]
+        return best
+
+
+def _publish(loop: _Loop, chosen: _Attempt, out: Path, backend: str) -> OpSpec:
+    full_spec = _inferred_spec(loop.spec, chosen.result)
+    loop.progress(f"writing the operator package to {out}")
+    report = perf_markdown(loop.spec.name, backend, chosen.result, attempts=loop.drafts,
+                           generator=loop.drafter.name)
+    write_package(out, full_spec, chosen.source, report)
+    return full_spec
+
+
+def _drafter(spec: OpSpec, reference: Path, llm: LLMChoice | None,
+             transcript: Transcript, progress: Progress) -> Drafter:
+    if llm is None:
+        return OfflineDrafter(spec, reference)
+    progress("preparing a starting draft with the offline generator")
+    try:
+        starting = offline_draft(spec, reference)
+    except DraftUnsupported:
+        starting = None  # the prompt then carries a worked example of the same category
+    return LLMDrafter(spec=spec, client=llm.client, transcript=transcript, model=llm.model,
+                      starting_draft=starting, hint=llm.hint)
+
+
 def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
+             llm: LLMChoice | None = None, budget: Budget | None = None,
              timeout_s: float = 600.0) -> GenerateOutcome:
+    budget = budget or Budget()
     if backend != "triton":
         return GenerateOutcome(
             op=spec.name, status="unsupported", attempts=0, backend=backend, out=None,
-            message="the offline generator writes Triton kernels only; for Ascend C, "
-            + LLM_HINT, stopped_because="unsupported")
+            message="opbot drafts Triton kernels only for now; the Ascend C backend needs "
+            "CANN and is not available here", stopped_because="unsupported")
+    redactor = Redactor.from_environment(extra=[llm.api_key if llm else None])
     with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
         workdir = Path(tmp)
-        reference = spec.reference_path or workdir / "reference.py"
-        if spec.reference_path is None:
-            write_reference(spec, reference)
-        progress(f"tracing the reference of {spec.name} and writing Triton kernels")
-        drafted = generate_in_worker(reference, op_name=spec.name,
-                                     init_args=None if spec.init_args is None
-                                     else list(spec.init_args), cases=spec.cases())
-        if drafted.status == "error":
-            raise BadInputError(f"{spec.spec_path}: {drafted.reason}")
-        if drafted.status == "unsupported":
-            ops = ", ".join(drafted.unsupported_ops) or "-"
-            return GenerateOutcome(
-                op=spec.name, status="unsupported", attempts=1, backend=backend, out=None,
-                unsupported_ops=drafted.unsupported_ops,
-                message=f"the offline generator cannot lower this reference ({drafted.reason}; "
-                f"ops: {ops}); {LLM_HINT}", stopped_because="unsupported")
-        candidate = workdir / "triton" / f"{spec.name}.py"
-        candidate.parent.mkdir()
-        candidate.write_text(drafted.source, encoding="utf-8")
-        progress(f"verifying {len(drafted.kernels)} kernel(s) against the reference")
-        result = TritonBackend().verify(spec.to_request(
-            candidate, reference_file=reference, time_it=True, timeout_s=timeout_s))
-        if any(reason.check == "reference" for reason in result.reasons):
-            raise BadInputError(f"{spec.spec_path}: {result.reasons[0].message}")
-        full_spec = _inferred_spec(spec, result)
-        progress(f"writing the operator package to {out}")
-        report = perf_markdown(spec.name, backend, result, attempts=1,
-                               generator="opbot offline generator")
-        write_package(out, full_spec, drafted.source, report)
-    return GenerateOutcome(op=spec.name, status=result.status, attempts=1, backend=backend,
-                           out=out, verification=result,
-                           stopped_because="passed" if result.passed else "verification")
+        transcript = Transcript(workdir / TRANSCRIPT_NAME, redactor)
+        try:
+            reference = spec.reference_path or workdir / "reference.py"
+            if spec.reference_path is None:
+                write_reference(spec, reference)
+            transcript.record("start", op=spec.name, backend=backend,
+                              spec_yaml=spec.to_yaml("reference.py"),
+                              reference_source=spec.reference_source,
+                              drafter="offline" if llm is None else "llm",
+                              model=llm.model if llm else None, budget=budget.__dict__)
+            outcome = _run(spec, reference=reference, workdir=workdir, out=out,
+                           backend=backend, llm=llm, budget=budget, transcript=transcript,
+                           progress=progress, timeout_s=timeout_s)
+        finally:
+            transcript.close()
+        if outcome.out is not None:
+            # Kept beside the package it produced: `opbot replay` re-verifies from it.
+            outcome.transcript = outcome.out / TRANSCRIPT_NAME
+            shutil.copyfile(transcript.path, outcome.transcript)
+        return outcome
+
+
+def _run(spec: OpSpec, *, reference: Path, workdir: Path, out: Path, backend: str,
+         llm: LLMChoice | None, budget: Budget, transcript: Transcript, progress: Progress,
+         timeout_s: float) -> GenerateOutcome:
+    drafter = _drafter(spec, reference, llm, transcript, progress)
+    loop = _Loop(spec=spec, reference=reference, workdir=workdir, drafter=drafter,
+                 budget=budget, transcript=transcript, progress=progress, timeout_s=timeout_s)
+    try:
+        best = loop.run()
+    except DraftUnsupported as exc:
+        transcript.record("end", status="unsupported", stopped_because="unsupported")
+        return GenerateOutcome(
+            op=spec.name, status="unsupported", attempts=1, backend=backend, out=None,
+            unsupported_ops=exc.ops,
+            message=f"the offline generator cannot lower this reference ({exc}; ops: "
+            f"{', '.join(exc.ops) or '-'}); {LLM_HINT}", stopped_because="unsupported")
+    if best is not None:
+        best = loop.tune(best)
+    chosen = best or (loop.attempts[-1] if loop.attempts else None)
+    if chosen is not None:
+        _publish(loop, chosen, out, backend)
+    status: GenerateStatus = "passed" if best is not None else "failed"
+    message = "" if best is not None else f"no candidate passed; last error:\n{loop.last_error}"
+    transcript.record("end", status=status, stopped_because=loop.stopped_because,
+                      attempts=loop.drafts, tokens=drafter.tokens.to_json())
+    return GenerateOutcome(
+        op=spec.name, status=status, attempts=loop.drafts, backend=backend,
+        out=out if chosen is not None else None,
+        verification=chosen.result if chosen else None, message=message,
+        stopped_because=loop.stopped_because, tokens=drafter.tokens, notes=loop.notes)
