@@ -274,9 +274,10 @@ class VerifyRequest:
     timeout_s: float = 300.0
 
     def to_json(self) -> dict[str, Any]:
+        # Absolute: the worker runs in a folder of its own.
         return {
-            "reference": str(self.reference),
-            "candidate": str(self.candidate),
+            "reference": str(self.reference.resolve()),
+            "candidate": str(self.candidate.resolve()),
             "backend": self.backend,
             "cases": [case.to_json() for case in self.cases],
             "init_args": self.init_args,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CANDIDATES, EXAMPLES, REFS, CliRun, run_opbot
+from tests.support import CANDIDATES, EXAMPLES, REFS, REPO, CliRun, run_opbot
 
 RELU_REF = CANDIDATES / "refs" / "relu.py"
 RELU_GOOD = CANDIDATES / "relu__good_tutorial.py"
@@ -70,6 +70,16 @@ def test_verify_malformed_op_yaml(tmp_path: Path) -> None:
                                            encoding="utf-8")
     _assert_clean_error(run_opbot("verify", str(spec), str(RELU_GOOD)), "op.yaml:5",
                         "inputs[0].dtypes")
+
+
+def test_relative_paths_work_from_any_folder(tmp_path: Path) -> None:
+    out = tmp_path / "softmax"
+    run = run_opbot("generate", "examples/ops/softmax/op.yaml", "--llm", "offline", "--out",
+                    str(out), "--json", cwd=REPO)
+    assert run.code == 0, run.stderr
+    relative = run_opbot("verify", "tests/data/candidates/refs/relu.py",
+                         "tests/data/candidates/relu__good_tutorial.py", "--json", cwd=REPO)
+    assert relative.code == 0, relative.stderr
 
 
 def test_verify_operator_package_folder(tmp_path: Path) -> None:
