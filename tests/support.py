@@ -34,3 +34,11 @@ def run_opbot(*args: str, cwd: Path | None = None, timeout: float = 600.0,
         [sys.executable, "-m", "bot", *args], cwd=cwd or REPO, capture_output=True, text=True,
         timeout=timeout, env={**os.environ, **(env or {})}, check=False)
     return CliRun(completed.returncode, completed.stdout, completed.stderr)
+
+
+def reference_source(forward: str, inputs: str, prelude: str = "") -> str:
+    """A small KernelBench-format reference: `return <forward>` on get_inputs() = [<inputs>]."""
+    return (f"import torch\n{prelude}\n\nclass Model(torch.nn.Module):\n"
+            f"    def forward(self, x):\n        return {forward}\n\n\n"
+            f"def get_inputs():\n    return [{inputs}]\n\n\n"
+            "def get_init_inputs():\n    return []\n")

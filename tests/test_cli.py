@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CANDIDATES, EXAMPLES, REFS, REPO, CliRun, run_opbot
+from tests.support import (
+    CANDIDATES,
+    EXAMPLES,
+    REFS,
+    REPO,
+    CliRun,
+    reference_source,
+    run_opbot,
+)
 
 RELU_REF = CANDIDATES / "refs" / "relu.py"
 RELU_GOOD = CANDIDATES / "relu__good_tutorial.py"
@@ -44,10 +52,9 @@ def test_verify_unparsable_reference(tmp_path: Path) -> None:
 
 def test_verify_reference_that_raises_on_import(tmp_path: Path) -> None:
     reference = tmp_path / "raises.py"
-    reference.write_text(
-        "import torch\nraise RuntimeError('boom at import')\n"
-        "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-        "def get_inputs():\n    return [torch.randn(4)]\n", encoding="utf-8")
+    reference.write_text(reference_source("x", "torch.randn(4)",
+                                          prelude="raise RuntimeError('boom at import')"),
+                         encoding="utf-8")
     _assert_clean_error(run_opbot("verify", str(reference), str(RELU_GOOD), "--json"),
                         "boom at import")
 
@@ -115,17 +122,12 @@ def test_generate_missing_reference(tmp_path: Path) -> None:
 
 def test_generate_reference_whose_forward_raises(tmp_path: Path) -> None:
     reference = tmp_path / "bad_forward.py"
-    reference.write_text(
-        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-        "        raise ValueError('forward is broken')\n"
-        "def get_inputs():\n    return [torch.randn(4)]\n", encoding="utf-8")
+    reference.write_text(reference_source("broken(x)", "torch.randn(4)",
+                                          prelude="def broken(x):\n"
+                                          "    raise ValueError('forward is broken')\n"),
+                         encoding="utf-8")
     _assert_clean_error(run_opbot("generate", str(reference), "--out", str(tmp_path / "o"),
                                   "--json"), "forward is broken")
-
-
-def test_generate_with_an_llm_is_refused_clearly(tmp_path: Path) -> None:
-    _assert_clean_error(run_opbot("generate", str(REFS / "kb_01_relu.py"), "--llm", "openai",
-                                  "--out", str(tmp_path / "o")), "--llm offline")
 
 
 def test_generate_ascendc_is_unsupported_offline(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from triton.compiler.errors import CompilationError
 
 from runners.harness.loading import as_user_error
-from tests.support import run_opbot
+from tests.support import reference_source, run_opbot
 
 _KERNEL = '''import torch
 import triton
@@ -34,10 +34,7 @@ class ModelNew(torch.nn.Module):
 
 def _files(tmp_path: Path, forward: str, expression: str) -> tuple[Path, Path]:
     reference = tmp_path / "reference.py"
-    reference.write_text(
-        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-        f"        return {forward}\n\n\ndef get_inputs():\n    return [torch.randn(64, 100)]\n",
-        encoding="utf-8")
+    reference.write_text(reference_source(forward, "torch.randn(64, 100)"), encoding="utf-8")
     candidate = tmp_path / "candidate.py"
     candidate.write_text(_KERNEL.format(expression=expression), encoding="utf-8")
     return reference, candidate
@@ -65,10 +62,8 @@ def test_a_reference_that_ignores_its_inputs_is_flagged(tmp_path: Path) -> None:
 
 def test_signed_inputs_catch_a_kernel_that_assumes_non_negative(tmp_path: Path) -> None:
     reference = tmp_path / "reference.py"
-    reference.write_text(
-        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-        "        return torch.relu(x)\n\n\n"
-        "def get_inputs():\n    return [torch.rand(64, 100)]\n", encoding="utf-8")
+    reference.write_text(reference_source("torch.relu(x)", "torch.rand(64, 100)"),
+                         encoding="utf-8")
     identity = tmp_path / "identity.py"
     identity.write_text(_KERNEL.format(expression="x"), encoding="utf-8")
     result = run_opbot("verify", str(reference), str(identity), "--json").json()

@@ -14,6 +14,7 @@ from bot.agent.offline.plan import make_plan
 from bot.agent.offline.sizes import python_size
 from bot.agent.offline.trace import export_reference
 from runners.base import CaseSpec, InputCase
+from tests.support import reference_source
 
 
 class _Softmax(torch.nn.Module):
@@ -67,11 +68,7 @@ def test_python_sizes() -> None:
 
 def _write(tmp_path: Path, body: str, inputs: str) -> Path:
     path = tmp_path / "reference.py"
-    path.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        "    def forward(self, x):\n"
-        f"        return {body}\n\n\ndef get_inputs():\n    return [{inputs}]\n\n\n"
-        "def get_init_inputs():\n    return []\n", encoding="utf-8")
+    path.write_text(reference_source(body, inputs), encoding="utf-8")
     return path
 
 
