@@ -172,6 +172,50 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
     return Path("ops") / name
 
 
+# -- event ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--forge", "forge_name", type=click.Choice(["github", "gitlab"]), default=None,
+              help="Default: github in GitHub Actions, gitlab in GitLab CI.")
+@click.option("--event", "event_name", default=None,
+              help="The event (X-GitHub-Event / X-Gitlab-Event, or `schedule`); default: "
+              "GITHUB_EVENT_NAME.")
+@click.option("--payload", type=click.Path(path_type=Path), default=None,
+              help="The delivery's JSON body; default: GITHUB_EVENT_PATH.")
+@click.option("--dry-run", is_flag=True, help="Touch nothing: print the plan.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def event(forge_name: str | None, event_name: str | None, payload: Path | None,
+          dry_run: bool, as_json: bool) -> None:
+    """Plan (and unless --dry-run, carry out) one webhook delivery or Actions event."""
+    from bot.event_input import read_event
+
+    try:
+        delivery = read_event(forge_name, event_name, payload)
+    except OpbotError as exc:
+        _fail(str(exc))
+    plan = delivery.plan()
+    if dry_run:
+        if as_json:
+            _emit_json(plan.to_json())
+        else:
+            _stdout.print(f"{plan.action}: {plan.reason} ({plan.repo or '-'}"
+                          f"#{plan.number if plan.number is not None else '-'}, op "
+                          f"{plan.op or '-'})", soft_wrap=True)
+        sys.exit(EXIT_PASSED)
+    from bot.jobs import run_plan_from_environment
+
+    try:
+        outcome = run_plan_from_environment(plan)
+    except OpbotError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(outcome.to_json())
+    else:
+        _stdout.print(outcome.summary, soft_wrap=True)
+    sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
+
+
 # -- human output ---------------------------------------------------------------------------
 
 

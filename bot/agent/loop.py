@@ -62,6 +62,7 @@ class LLMChoice:
     model: str
     api_key: str | None = None
     hint: str | None = None
+    starting_draft: str | None = None  # e.g. the kernel a review is about
 
 
 @dataclass
@@ -247,11 +248,13 @@ def _drafter(spec: OpSpec, reference: Path, llm: LLMChoice | None,
              transcript: Transcript, progress: Progress) -> Drafter:
     if llm is None:
         return OfflineDrafter(spec, reference)
-    progress("preparing a starting draft with the offline generator")
-    try:
-        starting = offline_draft(spec, reference)
-    except DraftUnsupported:
-        starting = None  # the prompt then carries a worked example of the same category
+    starting = llm.starting_draft
+    if starting is None:
+        progress("preparing a starting draft with the offline generator")
+        try:
+            starting = offline_draft(spec, reference)
+        except DraftUnsupported:
+            starting = None  # the prompt then carries a worked example of the same category
     return LLMDrafter(spec=spec, client=llm.client, transcript=transcript, model=llm.model,
                       starting_draft=starting, hint=llm.hint)
 

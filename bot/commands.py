@@ -1,0 +1,156 @@
+"""Slash commands in comments, Prow-style: anchored patterns, each handler with its help.
+
+A command is the first word of a line, never inside a `>` quote or a code fence. Its
+arguments are split with shlex and parsed strictly: an unknown flag or a bad value is an
+error whose message shows the usage (and a "did you mean" when one is close).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from dataclasses import dataclass, field
+
+BACKEND_CHOICES = ("triton", "ascendc")
+MAX_HINT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class CommandHelp:
+    name: str
+    usage: str
+    description: str
+    who: str
+    examples: tuple[str, ...]
+
+    def render(self) -> str:
+        examples = "\n".join(f"    {example}" for example in self.examples)
+        return (f"`{self.usage}`: {self.description} Who may use it: {self.who}.\n"
+                f"Examples:\n{examples}")
+
+
+@dataclass(frozen=True)
+class RegenCommand:
+    backend: str | None = None
+    hint: str | None = None
+    force: bool = False
+    problem: str | None = None  # set when the command was malformed: the reply says this
+
+    def to_json(self) -> dict[str, object]:
+        return {"backend": self.backend, "hint": self.hint, "force": self.force,
+                "problem": self.problem}
+
+
+REGEN_HELP = CommandHelp(
+    name="regen",
+    usage='/regen [--backend triton|ascendc] [--hint "..."] [--force]',
+    description="regenerate the operator's kernel on this pull request or op request; "
+    "--hint passes notes to the model, --force overrides commits a person pushed to the "
+    "bot's branch.",
+    who="people with write permission on the repository",
+    examples=("/regen", "/regen --backend triton", '/regen --hint "use a two-pass softmax"',
+              "/regen --force"),
+)
+
+_COMMAND_LINE = re.compile(r"^[ \t]*/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+
+
+def command_lines(body: str) -> list[tuple[str, str]]:
+    """(name, arguments) of each line that starts with a slash command, quotes and code
+    blocks excluded."""
+    found: list[tuple[str, str]] = []
+    in_fence = False
+    for line in body.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or line.lstrip().startswith(">"):
+            continue
+        match = _COMMAND_LINE.match(line)
+        if match:
+            found.append((match.group("name").lower(), (match.group("args") or "").strip()))
+    return found
+
+
+@dataclass
+class _Flags:
+    backend: str | None = None
+    hint: str | None = None
+    force: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+_FLAGS = ("--backend", "--hint", "--force")
+
+
+def _unknown(word: str) -> str:
+    close = difflib.get_close_matches(word, _FLAGS, n=1)
+    suggestion = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown argument {word!r}{suggestion}"
+
+
+def _take_value(words: list[str], index: int, flag: str, flags: _Flags) -> tuple[str | None, int]:
+    if index + 1 >= len(words) or words[index + 1].startswith("--"):
+        flags.errors.append(f"{flag} needs a value")
+        return None, index + 1
+    return words[index + 1], index + 2
+
+
+def _parse_flags(words: list[str]) -> _Flags:
+    flags = _Flags()
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name, _, inline = word.partition("=")
+        if name == "--force" and not inline:
+            flags.force = True
+            index += 1
+        elif name in ("--backend", "--hint"):
+            value: str | None = inline or None
+            if value is None:
+                value, index = _take_value(words, index, name, flags)
+            else:
+                index += 1
+            if name == "--backend":
+                flags.backend = value
+            else:
+                flags.hint = value
+        else:
+            flags.errors.append(_unknown(word))
+            # An unknown flag's value is not a second mistake worth reporting.
+            takes_value = word.startswith("--") and "=" not in word
+            has_value = index + 1 < len(words) and not words[index + 1].startswith("--")
+            index += 2 if takes_value and has_value else 1
+    if flags.backend is not None and flags.backend not in BACKEND_CHOICES:
+        flags.errors.append(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, "
+                            f"not {flags.backend!r}")
+    if flags.hint is not None and len(flags.hint) > MAX_HINT_CHARS:
+        flags.errors.append(f"--hint is longer than {MAX_HINT_CHARS} characters")
+    return flags
+
+
+def parse_regen(arguments: str) -> RegenCommand:
+    """The /regen command's flags; a malformed one carries `problem` (with the usage)."""
+    try:
+        words = shlex.split(arguments)
+    except ValueError as exc:
+        return RegenCommand(problem=f"cannot read the arguments ({exc}). Usage: "
+                            f"{REGEN_HELP.usage}")
+    flags = _parse_flags(words)
+    if flags.errors:
+        return RegenCommand(problem="; ".join(flags.errors) + f". Usage: {REGEN_HELP.usage}")
+    return RegenCommand(backend=flags.backend, hint=flags.hint, force=flags.force)
+
+
+def find_regen(body: str) -> RegenCommand | None:
+    """The first /regen command of a comment, or None."""
+    for name, arguments in command_lines(body):
+        if name == "regen":
+            return parse_regen(arguments)
+    return None
+
+
+# Handler and help together, as Prow registers them; an explicit list, no import magic.
+COMMANDS: dict[str, CommandHelp] = {REGEN_HELP.name: REGEN_HELP}

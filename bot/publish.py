@@ -1,0 +1,183 @@
+"""Publishing: branch `opbot/<op>`, one commit with the operator package, one PR per op.
+
+State lives on the forge, as Renovate keeps it: the branch name is deterministic, the PR
+body carries a hidden JSON marker (attempts, budget used, head SHA, toolchain), the status
+comment is found by its own marker and edited in place. A redelivery or a second trigger
+updates the PR; it never opens another. Before any push, the change is checked: only files
+under ops/<name>/, no symlinks, no binaries, sizes capped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.agent.transcript import Redactor
+from bot.errors import OpbotError
+from bot.forge.base import Comment, Forge, PullRequest, PullRequestDraft, Target
+
+BRANCH_PREFIX = "opbot/"
+COMMENT_LIMIT = 65_536  # GitHub's cap on a comment or PR body, in characters
+STATUS_MARKER = "<!-- opbot:status -->"
+_PR_MARKER = re.compile(r"<!-- opbot:marker (?P<json>\{.*?\}) -->", re.DOTALL)
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_CHANGE_BYTES = 8 * 1024 * 1024
+BOT_NAME = os.environ.get("OPBOT_GIT_NAME", "opbot")
+BOT_EMAIL = os.environ.get("OPBOT_GIT_EMAIL", "opbot@users.noreply.github.com")
+
+
+class PublishError(OpbotError):
+    """The change cannot be published (a check failed, or git refused)."""
+
+
+def branch_for(op: str) -> str:
+    return f"{BRANCH_PREFIX}{op}"
+
+
+def trim(text: str, limit: int = COMMENT_LIMIT - 512) -> str:
+    """Fit a forge's comment limit: keep the start and the end, say what was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head - 80
+    return (f"{text[:head]}\n\n... ({len(text) - head - tail} characters cut to fit the "
+            f"forge's limit) ...\n\n{text[-tail:]}")
+
+
+# -- markers -------------------------------------------------------------------------------
+
+
+def marker(data: dict[str, Any]) -> str:
+    # `--` cannot appear inside an HTML comment; JSON never needs it unescaped.
+    text = json.dumps(data, sort_keys=True).replace("--", "-\\u002d")
+    return f"<!-- opbot:marker {text} -->"
+
+
+def read_marker(body: str) -> dict[str, Any] | None:
+    match = _PR_MARKER.search(body or "")
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group("json"))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None) -> Comment:
+    """Edit the bot's status comment in place; create it the first time."""
+    body = trim(f"{STATUS_MARKER}\n{text}")
+    for comment in forge.list_comments(target):
+        mine = bot_login is None or comment.author == bot_login
+        if mine and comment.body.startswith(STATUS_MARKER):
+            return forge.update_comment(target, comment.id, body)
+    return forge.create_comment(target, body)
+
+
+# -- the change ----------------------------------------------------------------------------
+
+
+def check_change(root: Path, allowed_prefix: str) -> list[str]:
+    """The files under `root/allowed_prefix`, after the publisher's checks; raise on a breach."""
+    base = (root / allowed_prefix).resolve()
+    if not base.is_dir():
+        raise PublishError(f"nothing to publish under {allowed_prefix}")
+    files: list[str] = []
+    total = 0
+    for path in sorted(base.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            raise PublishError(f"{relative} is a symbolic link: not published")
+        if path.is_dir():
+            continue
+        if not path.resolve().is_relative_to(base):
+            raise PublishError(f"{relative} escapes {allowed_prefix}")
+        data = path.read_bytes()
+        if len(data) > MAX_FILE_BYTES:
+            raise PublishError(f"{relative} is larger than {MAX_FILE_BYTES // 1024} KiB")
+        if b"\x00" in data:
+            raise PublishError(f"{relative} is a binary file: not published")
+        total += len(data)
+        files.append(relative)
+    if total > MAX_CHANGE_BYTES:
+        raise PublishError(f"the change is larger than {MAX_CHANGE_BYTES // (1024 * 1024)} MiB")
+    return files
+
+
+@dataclass
+class GitWorkspace:
+    """A clone of the repository; git runs with an argument list and never a shell."""
+
+    path: Path
+    redactor: Redactor
+
+    @classmethod
+    def clone(cls, url: str, path: Path, redactor: Redactor) -> GitWorkspace:
+        workspace = cls(path.parent, redactor)
+        workspace.git("clone", "--quiet", url, str(path))
+        workspace = cls(path, redactor)
+        workspace.git("config", "user.name", BOT_NAME)
+        workspace.git("config", "user.email", BOT_EMAIL)
+        return workspace
+
+    def git(self, *args: str, check: bool = True) -> str:
+        completed = subprocess.run(["git", *args], cwd=self.path,  # noqa: S607 - git from PATH capture_output=True,
+                                   text=True, timeout=300, check=False,
+                                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        if check and completed.returncode != 0:
+            detail = self.redactor.text((completed.stderr or completed.stdout).strip()[-2000:])
+            raise PublishError(f"git {args[0]} failed: {detail}")
+        return completed.stdout.strip()
+
+    def remote_branch_exists(self, branch: str) -> bool:
+        return bool(self.git("ls-remote", "--heads", "origin", branch))
+
+    def start_branch(self, branch: str, base: str) -> None:
+        """Work on `branch` as the forge has it (or fresh from `base`)."""
+        if self.remote_branch_exists(branch):
+            self.git("fetch", "--quiet", "origin", branch)
+            self.git("checkout", "--quiet", "-B", branch, "FETCH_HEAD")
+        else:
+            self.git("checkout", "--quiet", "-B", branch, f"origin/{base}")
+
+    def replace_folder(self, relative: str, source: Path) -> None:
+        target = self.path / relative
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(source, target, symlinks=True)
+
+    def commit(self, message: str, paths: Sequence[str]) -> str | None:
+        """Commit the given paths; None when nothing changed."""
+        self.git("add", "--all", "--", *paths)
+        if not self.git("status", "--porcelain", "--", *paths):
+            return None
+        self.git("commit", "--quiet", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def push(self, branch: str) -> None:
+        # --force-with-lease: the bot rewrites only what it last saw, never a person's push.
+        self.git("push", "--quiet", "--force-with-lease", "origin", f"{branch}:{branch}")
+
+
+# -- the pull request ----------------------------------------------------------------------
+
+
+def publish_pull_request(forge: Forge, *, branch: str, base: str, title: str, body: str,
+                         labels: Sequence[str] = ("opbot",)) -> tuple[PullRequest, bool]:
+    """The PR for `branch`, created or updated; True when it was created."""
+    existing = forge.find_pull_request(branch)
+    if existing is not None:
+        return forge.update_pull_request(existing.number, title=title, body=trim(body)), False
+    created = forge.create_pull_request(PullRequestDraft(
+        head_branch=branch, base_branch=base, title=title, body=trim(body),
+        labels=list(labels)))
+    if labels:
+        forge.add_labels(Target("pull", created.number), list(labels))
+    return created, True

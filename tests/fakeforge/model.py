@@ -1,0 +1,261 @@
+"""The fake forge's state: one forge-neutral model that both front ends render.
+
+Issues and pull/merge requests share one number space per repository (GitHub's way; on
+GitLab the same numbers serve as iids). Reactions are stored under GitHub's names and
+mapped to GitLab's award emoji names at the GitLab front end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal
+
+from .gitstore import BareRepo
+
+Role = Literal["none", "read", "triage", "write", "maintain", "admin"]
+FrontEnd = Literal["github", "gitlab"]
+
+# GitLab access levels for each role (GitLab has no triage: reporter is closest).
+ACCESS_LEVEL: dict[Role, int] = {"read": 20, "triage": 20, "write": 30, "maintain": 40,
+                                 "admin": 50}
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+@dataclass
+class User:
+    login: str
+    id: int
+    name: str
+    email: str
+    bot: bool = False
+
+
+@dataclass
+class Member:
+    role: Role
+    access_level: int | None  # GitLab; None: not a member there
+    inherited: bool = False  # GitLab: a member through the parent group only
+
+
+@dataclass
+class Reaction:
+    id: int
+    content: str  # GitHub's name: +1, -1, eyes, rocket, confused, heart, hooray, laugh
+    user: str
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass
+class Comment:
+    id: int
+    author: str
+    body: str
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+    reactions: list[Reaction] = field(default_factory=list)
+
+
+@dataclass
+class ReviewComment:
+    id: int
+    author: str
+    body: str
+    commit_id: str
+    created_at: datetime = field(default_factory=now)
+    reactions: list[Reaction] = field(default_factory=list)
+
+
+@dataclass
+class ReviewThread:
+    """A diff discussion: GitHub renders its comments flat (in_reply_to_id = root)."""
+
+    discussion_id: str
+    path: str
+    line: int
+    comments: list[ReviewComment]
+    resolved: bool = False
+
+    @property
+    def root(self) -> ReviewComment:
+        return self.comments[0]
+
+
+@dataclass
+class PullData:
+    head: str
+    base: str
+    merged: bool = False
+    draft: bool = False
+    threads: list[ReviewThread] = field(default_factory=list)
+    closed_head_sha: str | None = None  # a closed PR keeps the head it had
+
+
+@dataclass
+class Issue:
+    number: int
+    title: str
+    body: str
+    author: str
+    labels: list[str] = field(default_factory=list)
+    state: Literal["open", "closed"] = "open"
+    comments: list[Comment] = field(default_factory=list)
+    reactions: list[Reaction] = field(default_factory=list)
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+    pull: PullData | None = None
+
+    @property
+    def id(self) -> int:
+        # Stable, distinct from numbers and other ids.
+        return 1_000_000 + self.number
+
+
+@dataclass
+class CiJob:
+    id: int
+    name: str
+    conclusion: str  # success | failure | cancelled ...
+    log: str
+    stage: str = "test"
+
+
+@dataclass
+class CiRun:
+    """A GitHub Actions workflow run / a GitLab pipeline."""
+
+    id: int
+    number: int
+    name: str
+    sha: str
+    branch: str
+    conclusion: str
+    jobs: list[CiJob]
+    created_at: datetime = field(default_factory=now)
+
+
+@dataclass
+class CheckRun:
+    """A check run from a non-Actions app (GitHub only)."""
+
+    id: int
+    name: str
+    sha: str
+    conclusion: str
+    title: str
+    summary: str
+    app: str = "external-ci"
+
+
+@dataclass
+class Repo:
+    full_name: str
+    id: int
+    default_branch: str
+    git: BareRepo
+    issues: dict[int, Issue] = field(default_factory=dict)
+    members: dict[str, Member] = field(default_factory=dict)
+    runs: list[CiRun] = field(default_factory=list)
+    check_runs: list[CheckRun] = field(default_factory=list)
+    created_at: datetime = field(default_factory=now)
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.rsplit("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.full_name.rsplit("/", 1)[1]
+
+    def next_number(self) -> int:
+        return max(self.issues, default=0) + 1
+
+    def pulls(self) -> list[Issue]:
+        return [i for i in self.issues.values() if i.pull is not None]
+
+    def head_sha(self, issue: Issue) -> str:
+        """A pull request's head: the branch tip in git while it is open."""
+        assert issue.pull is not None
+        if issue.pull.closed_head_sha:
+            return issue.pull.closed_head_sha
+        return self.git.resolve(issue.pull.head) or "0" * 40
+
+    def find_comment(self, comment_id: int) -> tuple[Issue, Comment] | None:
+        for issue in self.issues.values():
+            for comment in issue.comments:
+                if comment.id == comment_id:
+                    return issue, comment
+        return None
+
+    def find_thread(self, issue: Issue, key: int | str) -> ReviewThread | None:
+        """By discussion id (GitLab) or by the id of any of its comments (GitHub)."""
+        assert issue.pull is not None
+        for thread in issue.pull.threads:
+            if thread.discussion_id == key or any(c.id == key for c in thread.comments):
+                return thread
+        return None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Something a client did to the forge, e.g. `github:o/r#3:comment:hello`."""
+
+    forge: str  # github | gitlab | git
+    repo: str
+    target: str  # "#3" (issue or GitHub PR), "!3" (GitLab MR), "" (the repo)
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.forge}:{self.repo}{self.target}:{self.kind}:{self.detail}"
+
+
+@dataclass
+class Injected:
+    """A canned response for the next request to one front end (rate limit, 5xx)."""
+
+    status: int
+    headers: dict[str, str]
+    message: str
+
+
+class State:
+    """Everything one test arranges and observes; the server swaps in a fresh one."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.users: dict[str, User] = {}
+        self.repos: dict[str, Repo] = {}
+        self.tokens: dict[str, str] = {}  # token -> login
+        self.effects: list[Effect] = []
+        self.validation_errors: list[str] = []
+        self.injected: dict[FrontEnd, deque[Injected]] = {"github": deque(), "gitlab": deque()}
+        self.requests: list[str] = []  # "METHOD path" per request seen (no headers, no query)
+        self._ids = itertools.count(101)
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def user_by_email(self, email: str) -> User | None:
+        return next((u for u in self.users.values() if u.email.lower() == email.lower()), None)
+
+    def user_by_id(self, user_id: int) -> User | None:
+        return next((u for u in self.users.values() if u.id == user_id), None)
+
+    def repo_by_id(self, repo_id: int) -> Repo | None:
+        return next((r for r in self.repos.values() if r.id == repo_id), None)
+
+    def record(self, forge: str, repo: str, target: str, kind: str, detail: str) -> None:
+        self.effects.append(Effect(forge, repo, target, kind, detail))
+
+
+def discussion_id(seed: int) -> str:
+    """GitLab discussion ids are 40 hex characters."""
+    return hashlib.sha1(f"discussion-{seed}".encode()).hexdigest()

@@ -1,0 +1,162 @@
+"""GitHub's official REST OpenAPI description: loading, quirk fixes, examples, validation.
+
+The description is read at test time from the shared data folder beside the checkout
+(`<repo>/../shared/data/`), never from the network. When it is missing, `require_spec`
+skips the caller with a reason that names the path.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import gzip
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openapi_core import Config, OpenAPI
+from openapi_core.datatypes import RequestParameters
+from openapi_core.templating.responses.exceptions import ResponseNotFound
+from werkzeug.datastructures import Headers, ImmutableMultiDict
+
+SPEC_NAME = "github-rest-openapi-23.0.2.json.gz"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+SPEC_PATH = SHARED_DATA / SPEC_NAME
+# The spec's only server; requests are validated as if sent there.
+SPEC_HOST = "https://api.github.com"
+
+
+def require_spec(path: Path = SPEC_PATH) -> GitHubSpec:
+    """The loaded spec, or a pytest skip whose reason names the missing file."""
+    import pytest
+
+    if not path.is_file():
+        pytest.skip(f"GitHub's REST OpenAPI description is missing: {path} "
+                    "(expected in the shared data folder beside the checkout)")
+    return load_spec(path)
+
+
+@functools.cache
+def load_spec(path: Path = SPEC_PATH) -> GitHubSpec:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        raw = json.load(fh)
+    _allow_null_in_nullable_enums(raw)
+    return GitHubSpec(raw)
+
+
+def _allow_null_in_nullable_enums(node: Any) -> None:
+    """OpenAPI 3.0 `nullable: true` with an `enum` lacking null rejects valid nulls."""
+    if isinstance(node, dict):
+        enum = node.get("enum")
+        if node.get("nullable") and isinstance(enum, list) and None not in enum:
+            enum.append(None)
+        for value in node.values():
+            _allow_null_in_nullable_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _allow_null_in_nullable_enums(value)
+
+
+# Examples that do not validate against their own schema as published: each gets the
+# missing field a real response carries.
+def _fix_repository(value: dict[str, Any]) -> None:
+    value.setdefault("has_discussions", False)
+
+
+def _fix_pull_request(value: dict[str, Any]) -> None:
+    for team in value.get("requested_teams", []):
+        team.setdefault("type", "team")
+
+
+def _fix_job(value: dict[str, Any]) -> None:
+    value.setdefault("created_at", value.get("started_at"))
+
+
+_EXAMPLE_FIXES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "full-repository": _fix_repository,
+    "pull-request": _fix_pull_request,
+    "job": _fix_job,
+}
+
+
+@dataclass
+class SpecRequest:
+    """openapi-core's Request protocol, plus the route template the fake matched."""
+
+    method: str
+    path: str
+    path_pattern: str
+    path_params: Mapping[str, str]
+    query: Iterable[tuple[str, str]]
+    headers: Mapping[str, str]
+    body: bytes | None
+    content_type: str
+    host_url: str = SPEC_HOST
+    parameters: RequestParameters = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.method = self.method.lower()
+        self.parameters = RequestParameters(
+            query=ImmutableMultiDict(list(self.query)),
+            header=Headers(dict(self.headers)),
+            path=dict(self.path_params),
+        )
+
+
+@dataclass
+class SpecResponse:
+    status_code: int
+    data: bytes | None
+    headers: Headers
+    content_type: str
+
+
+class GitHubSpec:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self._examples: dict[str, Any] = raw["components"]["examples"]
+        # The published description is known-good: skipping its meta-validation saves ~1 s.
+        self.api = OpenAPI.from_dict(raw, config=Config(spec_validator_cls=None))
+        # openapi-core's validators cache lazily; one request at a time keeps that safe.
+        self._lock = threading.Lock()
+
+    def has_path(self, template: str) -> bool:
+        return template in self.raw["paths"]
+
+    def declares(self, template: str, method: str, status: int) -> bool:
+        responses = self.raw["paths"][template][method.lower()]["responses"]
+        return str(status) in responses or "default" in responses
+
+    def example(self, name: str) -> dict[str, Any]:
+        """A fresh copy of `components/examples/<name>`, fixed where it needs it."""
+        value = copy.deepcopy(self._examples[name]["value"])
+        fix = _EXAMPLE_FIXES.get(name)
+        if fix is not None:
+            fix(value)
+        return value  # type: ignore[no-any-return]
+
+    def request_errors(self, request: SpecRequest) -> list[str]:
+        with self._lock:
+            errors = list(self.api.iter_request_errors(request))
+        return [_describe(request, "request", err) for err in errors]
+
+    def response_errors(self, request: SpecRequest, response: SpecResponse) -> list[str]:
+        with self._lock:
+            try:
+                errors = list(self.api.iter_response_errors(request, response))
+            except ResponseNotFound as exc:
+                errors = [exc]
+        return [_describe(request, f"response {response.status_code}", err) for err in errors]
+
+
+def _describe(request: SpecRequest, what: str, err: Exception) -> str:
+    """One line per problem: which call, what failed, and the schema errors' messages."""
+    details = [str(err)[:200]]
+    for cause in (err.__cause__, err.__context__):
+        for schema_error in getattr(cause, "schema_errors", ()) or ():
+            location = "/".join(str(p) for p in schema_error.path)
+            details.append(f"{location}: {schema_error.message[:200]}")
+    return f"{request.method.upper()} {request.path} {what}: " + " | ".join(details)
