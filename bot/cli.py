@@ -216,6 +216,27 @@ def event(forge_name: str | None, event_name: str | None, payload: Path | None,
     sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
 
 
+# -- serve ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Log each job's plan instead of acting.")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".opbot-state"),
+              show_default=True, help="Where the durable job queue lives.")
+def serve(host: str, port: int, dry_run: bool, state_dir: Path) -> None:
+    """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET)."""
+    from bot.server import secrets_from_environment
+    from bot.server import serve as run_server
+
+    try:
+        secrets_from_environment()
+    except OpbotError as exc:
+        _fail(str(exc))
+    run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir)
+
+
 # -- human output ---------------------------------------------------------------------------
 
 

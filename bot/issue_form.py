@@ -72,6 +72,10 @@ _CHECKED = re.compile(r"^\s*-\s*\[[xX]\]\s*(?P<item>\S+)", re.MULTILINE)
 class FormError(BadInputError):
     """The issue body is not a usable op request; the message says why and shows the form."""
 
+    def __init__(self, problem: str, *, show_form: bool = True) -> None:
+        self.problem = problem
+        super().__init__(f"{problem}\n\n{EXPECTED_FORM}" if show_form else problem)
+
 
 def clean_text(text: str) -> str:
     """People's text without HTML comments and hidden or bidirectional characters."""
@@ -134,7 +138,8 @@ def op_name_from_body(body: str) -> str | None:
 
 def parse_request(body: str) -> OpRequest:
     if len(body) > MAX_BODY_CHARS:
-        raise FormError(f"the issue body is longer than {MAX_BODY_CHARS} characters")
+        raise FormError(f"the issue body is longer than {MAX_BODY_CHARS} characters",
+                        show_form=False)
     text = clean_text(body)
     answers = sections(text)
     yaml_block = _code(text, ("yaml", "yml"))
@@ -149,7 +154,7 @@ def parse_request(body: str) -> OpRequest:
     if reference is None:
         problems.append(f"the '{LABEL_REFERENCE}' section has no ```python block")
     if problems:
-        raise FormError("; ".join(problems) + ".\n\n" + EXPECTED_FORM)
+        raise FormError("; ".join(problems) + ".")
     targets = tuple(match.group("item").lower() for match in _CHECKED.finditer(
         answers.get(LABEL_TARGETS.lower(), ""))) or ("triton",)
     return OpRequest(name=name or "", reference=reference or "", targets=targets,
@@ -191,7 +196,7 @@ def spec_from_issue(body: str, folder: Path) -> OpSpec:
         return load_spec(op_dir / "op.yaml")
     except SpecError as exc:
         raise FormError(f"the request is not a valid op spec: {exc.detail} (field "
-                        f"{exc.field or '-'}).\n\n{EXPECTED_FORM}") from None
+                        f"{exc.field or '-'}).") from None
 
 
 def validate_issue(body: str) -> OpSpec:

@@ -1,0 +1,115 @@
+"""A durable local job queue (SQLite): deliveries seen, jobs queued, one job per op at once.
+
+Jobs survive a restart: a job that was running when the server died is queued again (up
+to a limit). Redeliveries are recognised by their delivery id, atomically, so two copies
+of one delivery arriving together still make one job.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_RUNS = 3  # a job that kills its worker this many times is given up
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    received REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    status TEXT NOT NULL,            -- queued | running | done | failed
+    runs INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
+"""
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    id: int
+    key: str
+    plan: dict[str, Any]
+    runs: int
+
+
+class JobQueue:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def first_delivery(self, delivery_id: str) -> bool:
+        """True the first time a delivery id is seen; False for a redelivery."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO deliveries (id, received) VALUES (?, ?)",
+                (delivery_id, time.time()))
+            return cursor.rowcount == 1
+
+    def enqueue(self, key: str, plan: dict[str, Any]) -> int:
+        now = time.time()
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO jobs (key, plan, status, created, updated) "
+                "VALUES (?, ?, 'queued', ?, ?)", (key, json.dumps(plan), now, now))
+            return int(cursor.lastrowid or 0)
+
+    def recover(self) -> int:
+        """After a restart: jobs left running go back to the queue (or fail past MAX_RUNS)."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("UPDATE jobs SET status = 'failed', updated = ?, result = "
+                             "'gave up: the worker died on every run' WHERE status = 'running' "
+                             "AND runs >= ?", (now, MAX_RUNS))
+            cursor = self._db.execute("UPDATE jobs SET status = 'queued', updated = ? "
+                                      "WHERE status = 'running'", (now,))
+            return cursor.rowcount
+
+    def claim(self) -> QueuedJob | None:
+        """The oldest queued job whose op has no job running; marked running."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT id, key, plan, runs FROM jobs AS queued WHERE status = 'queued' "
+                    "AND NOT EXISTS (SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key "
+                    "AND busy.status = 'running') ORDER BY id LIMIT 1").fetchone()
+                if row is None:
+                    self._db.execute("COMMIT")
+                    return None
+                self._db.execute("UPDATE jobs SET status = 'running', runs = runs + 1, "
+                                 "updated = ? WHERE id = ?", (time.time(), row[0]))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return QueuedJob(id=row[0], key=row[1], plan=json.loads(row[2]), runs=row[3] + 1)
+
+    def finish(self, job_id: int, ok: bool, result: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute("UPDATE jobs SET status = ?, result = ?, updated = ? WHERE id = ?",
+                             ("done" if ok else "failed", json.dumps(result), time.time(),
+                              job_id))
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status")
+            return {status: count for status, count in rows}

@@ -1,0 +1,203 @@
+"""`opbot serve`: the webhook receiver (Starlette on uvicorn) and its job worker.
+
+Every delivery is verified before it is parsed: GitHub's HMAC-SHA256 signature over the raw
+body, GitLab's token, both compared in constant time against the secret (and, during a
+rotation, the previous one). Accepted deliveries are planned at once and queued in a
+durable queue; the answer goes back within milliseconds, the work happens in the worker.
+Bad input gets a 4xx, never a 5xx; the secret is never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from bot.errors import BadInputError
+from bot.events import Plan, plan_event
+from bot.forge.base import ForgeName
+from bot.queue import JobQueue
+
+SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+PREVIOUS_SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
+MAX_BODY_BYTES = 25 * 1024 * 1024
+_POLL_S = 0.5
+
+log = logging.getLogger("opbot.serve")
+
+
+def github_signature_ok(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
+    if not header or not header.startswith("sha256="):
+        return False
+    for secret in secrets:
+        expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        if hmac.compare_digest(expected.encode(), header.encode()):
+            return True
+    return False
+
+
+def gitlab_token_ok(header: str | None, secrets: Sequence[str]) -> bool:
+    if not header:
+        return False
+    return any(hmac.compare_digest(header.encode(), secret.encode()) for secret in secrets)
+
+
+def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    secrets = [env.get(SECRET_VARIABLE, ""), env.get(PREVIOUS_SECRET_VARIABLE, "")]
+    found = [secret for secret in secrets if secret]
+    if not found:
+        raise BadInputError(f"{SECRET_VARIABLE} is not set: opbot serve refuses to accept "
+                            "unsigned webhooks")
+    return found
+
+
+def job_key(plan: Plan) -> str:
+    """Jobs with one key run one at a time: one job per operator (or issue) at once."""
+    subject = plan.op or (f"#{plan.number}" if plan.number is not None else plan.action)
+    return f"{plan.forge}:{plan.repo}:{subject}"
+
+
+@dataclass
+class ServerSettings:
+    secrets: list[str]
+    queue: JobQueue
+    dry_run: bool
+    bot_login: str | None = None
+    execute: Callable[[Plan], dict[str, Any]] | None = None
+
+
+def _answer(code: int, **body: Any) -> JSONResponse:
+    return JSONResponse(body, status_code=code)
+
+
+async def _body(request: Request) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    body = await request.body()
+    return body if len(body) <= MAX_BODY_BYTES else None
+
+
+def _accept(settings: ServerSettings, forge: ForgeName, event: str, payload: Any,
+            delivery: str | None) -> JSONResponse:
+    if delivery and not settings.queue.first_delivery(f"{forge}:{delivery}"):
+        return _answer(200, status="duplicate", delivery=delivery)
+    plan = plan_event(forge, event, payload, bot_login=settings.bot_login)
+    job = None
+    if plan.action != "ignore":
+        job = settings.queue.enqueue(job_key(plan), plan.to_json())
+    log.info("accepted %s %s delivery %s: %s (%s)", forge, event, delivery or "-", plan.action,
+             plan.reason)
+    return _answer(202, status="accepted", action=plan.action, reason=plan.reason, job=job)
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
+    async def github(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if body is None:
+            return _answer(413, status="rejected", reason="the body is too large")
+        if not github_signature_ok(body, request.headers.get("x-hub-signature-256"),
+                                   settings.secrets):
+            return _answer(401, status="rejected", reason="missing or wrong signature")
+        event = request.headers.get("x-github-event")
+        payload = _parse(body)
+        if not event or payload is None:
+            return _answer(400, status="rejected", reason="not a GitHub delivery (no event "
+                           "header, or a body that is not a JSON object)")
+        return _accept(settings, "github", event, payload,
+                       request.headers.get("x-github-delivery"))
+
+    async def gitlab(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if body is None:
+            return _answer(413, status="rejected", reason="the body is too large")
+        if not gitlab_token_ok(request.headers.get("x-gitlab-token"), settings.secrets):
+            return _answer(401, status="rejected", reason="missing or wrong token")
+        event = request.headers.get("x-gitlab-event")
+        payload = _parse(body)
+        if not event or payload is None:
+            return _answer(400, status="rejected", reason="not a GitLab delivery (no event "
+                           "header, or a body that is not a JSON object)")
+        delivery = request.headers.get("idempotency-key") or request.headers.get(
+            "x-gitlab-event-uuid")
+        return _accept(settings, "gitlab", event, payload, delivery)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return _answer(200, status="ok", jobs=settings.queue.counts())
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = threading.Event()
+        worker = threading.Thread(target=work, args=(settings, stop), daemon=True,
+                                  name="opbot-worker")
+        if start_worker:
+            worker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if start_worker:
+                worker.join(timeout=5)
+
+    return Starlette(routes=[Route("/webhook/github", github, methods=["POST"]),
+                             Route("/webhook/gitlab", gitlab, methods=["POST"]),
+                             Route("/healthz", healthz, methods=["GET"])],
+                     lifespan=lifespan)
+
+
+def work(settings: ServerSettings, stop: threading.Event) -> None:
+    """The worker: one job at a time, in queue order; dry runs only log their plans."""
+    recovered = settings.queue.recover()
+    if recovered:
+        log.info("requeued %d job(s) a previous run left unfinished", recovered)
+    while not stop.is_set():
+        job = settings.queue.claim()
+        if job is None:
+            stop.wait(_POLL_S)
+            continue
+        if settings.dry_run or settings.execute is None:
+            log.info("dry run: job %d would %s: %s", job.id, job.plan.get("action"),
+                     json.dumps(job.plan, sort_keys=True))
+            settings.queue.finish(job.id, True, {"dry_run": True})
+            continue
+        try:
+            result = settings.execute(Plan.from_json(job.plan))
+            settings.queue.finish(job.id, bool(result.get("ok")), result)
+        except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
+            log.warning("job %d failed: %s", job.id, type(exc).__name__)
+            settings.queue.finish(job.id, False, {"error": type(exc).__name__})
+
+
+def serve(*, host: str, port: int, dry_run: bool, state_dir: Path) -> None:
+    import uvicorn
+
+    from bot.jobs import run_plan_from_environment
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = ServerSettings(
+        secrets=secrets_from_environment(), queue=JobQueue(state_dir / "queue.sqlite3"),
+        dry_run=dry_run, bot_login=os.environ.get("OPBOT_BOT_LOGIN") or None,
+        execute=lambda plan: run_plan_from_environment(plan).to_json())
+    uvicorn.run(make_app(settings), host=host, port=port, log_level="info")

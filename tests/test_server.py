@@ -1,0 +1,179 @@
+"""`opbot serve`: signatures, tokens, redeliveries, junk; and the durable queue."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.queue import JobQueue
+from bot.server import github_signature_ok, gitlab_token_ok
+from tests.support import DATA, REPO
+
+SECRET = "s3cr3t-webhook-VALUE-8d1f"
+ISSUE_EVENT = json.loads((DATA / "webhooks" / "github" / "issues" / "labeled.1.json")
+                         .read_text(encoding="utf-8"))
+NOTE_EVENT = json.loads((DATA / "webhooks" / "gitlab" / "note_hook_issue.json")
+                        .read_text(encoding="utf-8"))
+
+
+def test_githubs_own_test_vector() -> None:
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert github_signature_ok(b"Hello, World!", expected, ["It's a Secret to Everybody"])
+    assert not github_signature_ok(b"Hello, World!", expected, ["another secret"])
+    assert not github_signature_ok(b"Hello, World!", None, ["It's a Secret to Everybody"])
+    assert not github_signature_ok(b"Hello, World!", expected.replace("sha256=", "sha1="),
+                                   ["It's a Secret to Everybody"])
+
+
+def test_gitlab_tokens() -> None:
+    assert gitlab_token_ok("abc", ["zzz", "abc"])  # the previous secret, during a rotation
+    assert not gitlab_token_ok("abd", ["abc"])
+    assert not gitlab_token_ok(None, ["abc"])
+
+
+def _sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[str],
+                                                                        Path]]:
+    state = tmp_path_factory.mktemp("state")
+    log_path = state / "server.log"
+    port = _free_port()
+    env = {**os.environ, "OPBOT_WEBHOOK_SECRET": SECRET}
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--dry-run", "--state-dir", str(state)], cwd=REPO, env=env, stdout=log,
+            stderr=subprocess.STDOUT, text=True)
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            process.kill()
+            pytest.fail(f"opbot serve did not start: {log_path.read_text()}")
+        yield url, process, log_path
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _github(url: str, body: bytes, *, signature: str | None, delivery: str,
+            event: str = "issues") -> httpx.Response:
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
+               "Content-Type": "application/json"}
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    return httpx.post(f"{url}/webhook/github", content=body, headers=headers, timeout=10)
+
+
+def test_github_deliveries(server: tuple[str, subprocess.Popen[str], Path]) -> None:
+    url, process, log_path = server
+    body = json.dumps(ISSUE_EVENT).encode()
+    assert _github(url, body, signature=None, delivery="d1").status_code == 401
+    assert _github(url, body, signature=_sign(body, "wrong"), delivery="d1").status_code == 401
+    tampered = body.replace(b"Codertocat", b"Attacker", 1)
+    assert _github(url, tampered, signature=_sign(body), delivery="d1").status_code == 401
+    started = time.monotonic()
+    accepted = _github(url, body, signature=_sign(body), delivery="d1")
+    assert time.monotonic() - started < 10
+    assert accepted.status_code == 202
+    assert accepted.json()["status"] == "accepted"
+    again = _github(url, body, signature=_sign(body), delivery="d1")
+    assert again.status_code == 200
+    assert again.json()["status"] == "duplicate"
+    junk = b"\x00\x01 not json {"
+    assert _github(url, junk, signature=_sign(junk), delivery="d2").status_code == 400
+    array = b"[1, 2, 3]"
+    assert _github(url, array, signature=_sign(array), delivery="d3").status_code == 400
+    assert process.poll() is None  # still serving
+    assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    assert SECRET not in log_path.read_text(encoding="utf-8")
+
+
+def test_gitlab_deliveries(server: tuple[str, subprocess.Popen[str], Path]) -> None:
+    url, process, log_path = server
+    body = json.dumps(NOTE_EVENT).encode()
+
+    def post(token: str | None, key: str) -> httpx.Response:
+        headers = {"X-Gitlab-Event": "Note Hook", "Idempotency-Key": key,
+                   "Content-Type": "application/json"}
+        if token is not None:
+            headers["X-Gitlab-Token"] = token
+        return httpx.post(f"{url}/webhook/gitlab", content=body, headers=headers, timeout=10)
+
+    assert post(None, "k1").status_code == 401
+    assert post("wrong", "k1").status_code == 401
+    assert post(SECRET, "k1").status_code == 202
+    assert post(SECRET, "k1").json()["status"] == "duplicate"
+    assert process.poll() is None
+    assert SECRET not in log_path.read_text(encoding="utf-8")
+
+
+def test_dry_run_worker_logs_plans(server: tuple[str, subprocess.Popen[str], Path]) -> None:
+    url, _, log_path = server
+    payload = json.loads(json.dumps(ISSUE_EVENT))
+    payload["label"]["name"] = "op-request"
+    payload["issue"]["labels"] = [payload["label"]]
+    body = json.dumps(payload).encode()
+    response = _github(url, body, signature=_sign(body), delivery="d-generate")
+    assert response.json()["action"] == "generate"
+    for _ in range(50):
+        if "would generate" in log_path.read_text(encoding="utf-8"):
+            break
+        time.sleep(0.1)
+    assert "would generate" in log_path.read_text(encoding="utf-8")
+
+
+def test_serve_refuses_to_start_without_a_secret() -> None:
+    env = {key: value for key, value in os.environ.items() if "WEBHOOK" not in key}
+    completed = subprocess.run([sys.executable, "-m", "bot", "serve", "--port", "0"], cwd=REPO,
+                               env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert completed.returncode == 2
+    assert "OPBOT_WEBHOOK_SECRET" in completed.stderr
+
+
+def test_queue_survives_a_restart(tmp_path: Path) -> None:
+    queue = JobQueue(tmp_path / "q.sqlite3")
+    assert queue.first_delivery("github:x")
+    assert not queue.first_delivery("github:x")
+    first = queue.enqueue("github:a/b:gelu", {"action": "generate", "op": "gelu"})
+    queue.enqueue("github:a/b:gelu", {"action": "regen", "op": "gelu"})
+    queue.enqueue("github:a/b:softmax", {"action": "generate", "op": "softmax"})
+    claimed = queue.claim()
+    assert claimed is not None
+    assert claimed.id == first
+    # One job per op at a time: the second gelu job waits, softmax may run.
+    second = queue.claim()
+    assert second is not None
+    assert second.plan["op"] == "softmax"
+    assert queue.claim() is None
+    queue.close()  # the server dies with two jobs running
+    reopened = JobQueue(tmp_path / "q.sqlite3")
+    assert reopened.recover() == 2
+    assert not reopened.first_delivery("github:x")
+    claimed_again = reopened.claim()
+    assert claimed_again is not None
+    assert claimed_again.id == first
+    assert claimed_again.runs == 2
