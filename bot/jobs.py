@@ -308,8 +308,8 @@ def handle_review(job: _Job) -> JobOutcome:
         where = f"{thread.path}:{thread.line}" if thread.path else "the pull request"
         said = "\n".join(f"- {comment.author}: {comment.body}" for comment in thread.comments)
         notes.append(f"On {where}:\n{said}")
-    said = notes or ["(a review without inline comments: see the review's summary)"]
-    feedback = "Reviewers asked for these changes:\n\n" + "\n\n".join(said)
+    asked = notes or ["(a review without inline comments: see the review's summary)"]
+    feedback = "Reviewers asked for these changes:\n\n" + "\n\n".join(asked)
     outcome = _iterate(job, feedback, "the review comments")
     if outcome.ok:
         for thread in threads:

@@ -117,6 +117,7 @@ class GitWorkspace:
 
     path: Path
     redactor: Redactor
+    based_on: str = ""  # the bot branch's remote head when work began ("" when new)
 
     @classmethod
     def clone(cls, url: str, path: Path, redactor: Redactor) -> GitWorkspace:
@@ -128,8 +129,8 @@ class GitWorkspace:
         return workspace
 
     def git(self, *args: str, check: bool = True) -> str:
-        completed = subprocess.run(["git", *args], cwd=self.path,  # noqa: S607 - git from PATH capture_output=True,
-                                   text=True, timeout=300, check=False,
+        completed = subprocess.run(["git", *args], cwd=self.path,  # noqa: S607 - git from PATH
+                                   capture_output=True, text=True, timeout=300, check=False,
                                    env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
         if check and completed.returncode != 0:
             detail = self.redactor.text((completed.stderr or completed.stdout).strip()[-2000:])
@@ -142,10 +143,13 @@ class GitWorkspace:
     def start_branch(self, branch: str, base: str) -> None:
         """Work on `branch` as the forge has it (or fresh from `base`)."""
         if self.remote_branch_exists(branch):
-            self.git("fetch", "--quiet", "origin", branch)
-            self.git("checkout", "--quiet", "-B", branch, "FETCH_HEAD")
+            self.git("fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/"
+                     f"{branch}")
+            self.git("checkout", "--quiet", "-B", branch, f"origin/{branch}")
+            self.based_on = self.git("rev-parse", f"origin/{branch}")
         else:
             self.git("checkout", "--quiet", "-B", branch, f"origin/{base}")
+            self.based_on = ""
 
     def replace_folder(self, relative: str, source: Path) -> None:
         target = self.path / relative
@@ -162,8 +166,9 @@ class GitWorkspace:
         return self.git("rev-parse", "HEAD")
 
     def push(self, branch: str) -> None:
-        # --force-with-lease: the bot rewrites only what it last saw, never a person's push.
-        self.git("push", "--quiet", "--force-with-lease", "origin", f"{branch}:{branch}")
+        # The lease names the head the bot built on: a push someone made since is never lost.
+        lease = f"--force-with-lease=refs/heads/{branch}:{self.based_on}"
+        self.git("push", "--quiet", lease, "origin", f"{branch}:refs/heads/{branch}")
 
 
 # -- the pull request ----------------------------------------------------------------------

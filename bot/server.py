@@ -15,9 +15,10 @@ import json
 import logging
 import os
 import threading
+import traceback
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bot.agent.transcript import Redactor
 from bot.errors import BadInputError
 from bot.events import Plan, plan_event
 from bot.forge.base import ForgeName
@@ -78,6 +80,7 @@ class ServerSettings:
     dry_run: bool
     bot_login: str | None = None
     execute: Callable[[Plan], dict[str, Any]] | None = None
+    redactor: Redactor = field(default_factory=lambda: Redactor.from_environment())
 
 
 def _answer(code: int, **body: Any) -> JSONResponse:
@@ -186,7 +189,8 @@ def work(settings: ServerSettings, stop: threading.Event) -> None:
             result = settings.execute(Plan.from_json(job.plan))
             settings.queue.finish(job.id, bool(result.get("ok")), result)
         except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
-            log.warning("job %d failed: %s", job.id, type(exc).__name__)
+            detail = settings.redactor.text(traceback.format_exc()[-3000:])
+            log.warning("job %d failed: %s\n%s", job.id, type(exc).__name__, detail)
             settings.queue.finish(job.id, False, {"error": type(exc).__name__})
 
 

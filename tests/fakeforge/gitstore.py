@@ -127,8 +127,8 @@ class BareRepo:
         if kind != "blob":
             return None
         sha = self._git("rev-parse", spec).strip()
-        done = subprocess.run(["git", "cat-file", "blob", sha], env=git_env({"GIT_DIR": str(self.path)}),
-                              capture_output=True, check=True)
+        done = subprocess.run(["git", "cat-file", "blob", sha], capture_output=True, check=True,
+                              env=git_env({"GIT_DIR": str(self.path)}))
         return sha, done.stdout
 
     def pushes(self) -> list[Push]:

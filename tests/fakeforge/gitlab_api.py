@@ -1,0 +1,420 @@
+"""The GitLab REST front end (/api/v4), as python-gitlab drives it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .gitlab_render import REACTION, GitLabRender
+from .model import CiJob, CiRun, Comment, Issue, PullData, Reaction, Repo, ReviewComment, State, now
+from .routing import Router
+from .wire import ApiError, Call, Reply, link_header, paginate
+
+if TYPE_CHECKING:
+    from .server import FakeServer
+
+Handler = Callable[..., Reply]
+router: Router[Handler] = Router()
+KINDS = {"issues": "#", "merge_requests": "!"}
+
+
+class GitLabApi:
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+
+    @property
+    def state(self) -> State:
+        return self.server.state
+
+    def handle(self, call: Call) -> Reply:
+        login = self._login(call)
+        if login is None:
+            return Reply.json(401, {"message": "401 Unauthorized"})
+        injected = self.state.injected["gitlab"]
+        if injected:
+            canned = injected.popleft()
+            if canned.status == 429:  # GitLab's throttle answers in plain text
+                return Reply.text(429, "Retry later\n", canned.headers)
+            return Reply.json(canned.status, {"message": canned.message}, canned.headers)
+        match = router.match(call.method, call.path)
+        if match is None:
+            self.state.validation_errors.append(f"{call.method} {call.path}: no such route "
+                                                "in the fake GitLab")
+            return Reply.json(404, {"error": "404 Not Found"})
+        try:
+            return match.route.handler(self, call, login, **match.params)
+        except ApiError as exc:
+            return Reply.json(exc.status, {"message": exc.message})
+
+    def _login(self, call: Call) -> str | None:
+        token = call.headers.get("private-token")
+        if token is None:
+            scheme, _, token = call.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer":
+                return None
+        return self.state.tokens.get(token)
+
+    # -- lookups -------------------------------------------------------------------------
+    def project(self, ident: str) -> Repo:
+        """By numeric id or by URL-encoded path, both as GitLab accepts them."""
+        repo = self.state.repo_by_id(int(ident)) if ident.isdigit() else \
+            self.state.repos.get(ident)
+        if repo is None:
+            raise ApiError(404, "404 Project Not Found")
+        return repo
+
+    def issue(self, repo: Repo, kind: str, iid: str) -> Issue:
+        issue = repo.issues.get(int(iid)) if iid.isdigit() else None
+        want_mr = kind == "merge_requests"
+        if kind not in KINDS or issue is None or (issue.pull is not None) != want_mr:
+            raise ApiError(404, "404 Not found")
+        return issue
+
+    def render(self, call: Call) -> GitLabRender:
+        return GitLabRender(self.state, call.root, self.server.gitlab_url)
+
+    def effect(self, repo: Repo, kind: str, issue: Issue, what: str, detail: str) -> None:
+        self.state.record("gitlab", repo.full_name, f"{KINDS[kind]}{issue.number}", what,
+                          detail)
+
+
+def _listing(call: Call, items: list[Any]) -> Reply:
+    """A page with GitLab's pagination headers and a Link header that points back here."""
+    page = paginate(call, items, default=20)
+    headers = {"X-Page": str(page.number), "X-Per-Page": str(page.per_page),
+               "X-Total": str(page.total), "X-Total-Pages": str(page.last),
+               "X-Next-Page": str(page.number + 1) if page.number < page.last else "",
+               "X-Prev-Page": str(page.number - 1) if page.number > 1 else "",
+               **link_header(call, page)}
+    return Reply.json(200, list(page.items), headers)
+
+
+def _labels(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [v.strip() for v in str(value or "").split(",") if v.strip()]
+
+
+# -- projects, users, members --------------------------------------------------------------
+@router.route("GET", "/projects/{id}")
+def get_project(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    return Reply.json(200, api.render(call).project(api.project(id)))
+
+
+@router.route("GET", "/users")
+def list_users(api: GitLabApi, call: Call, login: str) -> Reply:
+    wanted = (call.arg("username") or "").lower()
+    users = [u for u in api.state.users.values() if not wanted or u.login.lower() == wanted]
+    render = api.render(call)
+    return _listing(call, [render.user(u.login) for u in users])
+
+
+def _member(api: GitLabApi, call: Call, id: str, user_id: str, *, inherited: bool) -> Reply:
+    repo = api.project(id)
+    user = api.state.user_by_id(int(user_id)) if user_id.isdigit() else None
+    member = repo.members.get(user.login) if user else None
+    if user is None or member is None or member.access_level is None \
+            or (member.inherited and not inherited):
+        raise ApiError(404, "404 Not found")
+    return Reply.json(200, api.render(call).member(user.login, member))
+
+
+@router.route("GET", "/projects/{id}/members/all/{user_id}")
+def get_member_all(api: GitLabApi, call: Call, login: str, id: str, user_id: str) -> Reply:
+    return _member(api, call, id, user_id, inherited=True)
+
+
+@router.route("GET", "/projects/{id}/members/{user_id}")
+def get_member(api: GitLabApi, call: Call, login: str, id: str, user_id: str) -> Reply:
+    return _member(api, call, id, user_id, inherited=False)
+
+
+# -- issues and merge requests -------------------------------------------------------------
+@router.route("GET", "/projects/{id}/issues/{iid}")
+def get_issue(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
+    repo = api.project(id)
+    return Reply.json(200, api.render(call).issue(repo, api.issue(repo, "issues", iid)))
+
+
+def _update(api: GitLabApi, call: Call, repo: Repo, kind: str, issue: Issue) -> list[str]:
+    """PUT on an issue or merge request: the fields opbot sends, recorded as effects."""
+    data = call.json()
+    if "add_labels" in data:
+        added = _labels(data["add_labels"])
+        issue.labels += [n for n in added if n not in issue.labels]
+        api.effect(repo, kind, issue, "labels", ",".join(added))
+    if "labels" in data:
+        issue.labels = _labels(data["labels"])
+        api.effect(repo, kind, issue, "labels-set", ",".join(issue.labels))
+    changed = [k for k in ("title", "description") if k in data]
+    if "title" in data:
+        issue.title = data["title"]
+    if "description" in data:
+        issue.body = data["description"] or ""
+    if changed:
+        api.effect(repo, kind, issue, "pr-update" if issue.pull else "issue-update",
+                   ",".join("body" if k == "description" else k for k in changed))
+    issue.updated_at = now()
+    return changed
+
+
+@router.route("PUT", "/projects/{id}/issues/{iid}")
+def update_issue(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, "issues", iid)
+    _update(api, call, repo, "issues", issue)
+    return Reply.json(200, api.render(call).issue(repo, issue))
+
+
+@router.route("GET", "/projects/{id}/{kind}/{iid}/notes")
+def list_notes(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    render = api.render(call)
+    notes = [(c.id, render.note(repo, issue, c)) for c in issue.comments]
+    for thread in issue.pull.threads if issue.pull else []:
+        notes += [(c.id, render.note(repo, issue, c, thread=thread)) for c in thread.comments]
+    # GitLab's default order is newest first (sort=desc).
+    ordered = sorted(notes, key=lambda pair: pair[0], reverse=call.arg("sort") != "asc")
+    return _listing(call, [n for _, n in ordered])
+
+
+@router.route("POST", "/projects/{id}/{kind}/{iid}/notes")
+def create_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    note = Comment(api.state.new_id(), login, call.json()["body"])
+    issue.comments.append(note)
+    api.effect(repo, kind, issue, "comment", note.body)
+    return Reply.json(201, api.render(call).note(repo, issue, note))
+
+
+def _note(repo: Repo, issue: Issue, note_id: str) -> Comment:
+    note = next((c for c in issue.comments if str(c.id) == note_id), None)
+    if note is None:
+        raise ApiError(404, "404 Note Not Found")
+    return note
+
+
+@router.route("GET", "/projects/{id}/{kind}/{iid}/notes/{note_id}")
+def get_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str,
+             note_id: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    return Reply.json(200, api.render(call).note(repo, issue, _note(repo, issue, note_id)))
+
+
+@router.route("PUT", "/projects/{id}/{kind}/{iid}/notes/{note_id}")
+def update_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str,
+                note_id: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    note = _note(repo, issue, note_id)
+    if note.author != login:
+        raise ApiError(403, "403 Forbidden")
+    note.body = call.json()["body"]
+    note.updated_at = now()
+    api.effect(repo, kind, issue, "comment-edit", f"{note.id}:{note.body}")
+    return Reply.json(200, api.render(call).note(repo, issue, note))
+
+
+def _award(api: GitLabApi, call: Call, login: str, repo: Repo, kind: str, issue: Issue,
+           reactions: list[Reaction], awardable: tuple[int, str], target: str) -> Reply:
+    name = call.json()["name"]
+    content = REACTION.get(name, name)
+    if any(r.user == login and r.content == content for r in reactions):
+        # GitLab refuses a second identical award from the same user.
+        raise ApiError(404, "404 Award Emoji Name has already been taken")
+    reaction = Reaction(api.state.new_id(), content, login)
+    reactions.append(reaction)
+    api.effect(repo, kind, issue, "reaction", f"{target}{name}")  # the name on the wire
+    return Reply.json(201, api.render(call).award(reaction, *awardable))
+
+
+@router.route("POST", "/projects/{id}/{kind}/{iid}/award_emoji")
+def award_issue(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    awardable = (issue.id, "MergeRequest" if issue.pull else "Issue")
+    return _award(api, call, login, repo, kind, issue, issue.reactions, awardable, "")
+
+
+@router.route("POST", "/projects/{id}/{kind}/{iid}/notes/{note_id}/award_emoji")
+def award_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: str,
+               note_id: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, kind, iid)
+    note = _note(repo, issue, note_id)
+    return _award(api, call, login, repo, kind, issue, note.reactions, (note.id, "Note"),
+                  f"note-{note.id}:")
+
+
+# -- merge requests ------------------------------------------------------------------------
+@router.route("GET", "/projects/{id}/merge_requests")
+def list_mrs(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    repo = api.project(id)
+    render = api.render(call)
+    state, source = call.arg("state", "all"), call.arg("source_branch")
+    target = call.arg("target_branch")
+    mrs = [render.merge_request(repo, i) for i in repo.pulls()]
+    mrs = [m for m in mrs if state in ("all", m["state"])
+           and source in (None, m["source_branch"]) and target in (None, m["target_branch"])]
+    # GitLab lists newest first.
+    return _listing(call, sorted(mrs, key=lambda m: -m["iid"]))
+
+
+@router.route("POST", "/projects/{id}/merge_requests")
+def create_mr(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    repo = api.project(id)
+    data = call.json()
+    source, target = data["source_branch"], data["target_branch"]
+    for name in (source, target):
+        if repo.git.resolve(name) is None:
+            raise ApiError(422, f"Invalid branch: {name}")
+    existing = next((i for i in repo.pulls() if i.state == "open" and i.pull
+                     and i.pull.head == source and i.pull.base == target), None)
+    if existing is not None:
+        return Reply.json(409, {"message": [
+            "Another open merge request already exists for this source branch: "
+            f"!{existing.number}"]})
+    issue = Issue(repo.next_number(), data["title"], data.get("description") or "", login,
+                  labels=_labels(data.get("labels")), pull=PullData(head=source, base=target))
+    repo.issues[issue.number] = issue
+    api.effect(repo, "merge_requests", issue, "pr-open", f"{source}->{target}:{issue.title}")
+    if issue.labels:
+        api.effect(repo, "merge_requests", issue, "labels", ",".join(issue.labels))
+    return Reply.json(201, api.render(call).merge_request(repo, issue))
+
+
+@router.route("GET", "/projects/{id}/merge_requests/{iid}")
+def get_mr(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, "merge_requests", iid)
+    return Reply.json(200, api.render(call).merge_request(repo, issue))
+
+
+@router.route("PUT", "/projects/{id}/merge_requests/{iid}")
+def update_mr(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, "merge_requests", iid)
+    _update(api, call, repo, "merge_requests", issue)
+    return Reply.json(200, api.render(call).merge_request(repo, issue))
+
+
+@router.route("GET", "/projects/{id}/merge_requests/{iid}/discussions")
+def list_discussions(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, "merge_requests", iid)
+    assert issue.pull is not None
+    render = api.render(call)
+    items = [(t.root.id, render.discussion(repo, issue, t)) for t in issue.pull.threads]
+    items += [(c.id, render.comment_discussion(repo, issue, c)) for c in issue.comments]
+    return _listing(call, [d for _, d in sorted(items, key=lambda pair: pair[0])])
+
+
+@router.route("POST", "/projects/{id}/merge_requests/{iid}/discussions/{discussion_id}/notes")
+def reply_discussion(api: GitLabApi, call: Call, login: str, id: str, iid: str,
+                     discussion_id: str) -> Reply:
+    repo = api.project(id)
+    issue = api.issue(repo, "merge_requests", iid)
+    thread = repo.find_thread(issue, discussion_id)
+    if thread is None:
+        raise ApiError(404, "404 Discussion Not Found")
+    note = ReviewComment(api.state.new_id(), login, call.json()["body"], repo.head_sha(issue))
+    thread.comments.append(note)
+    api.effect(repo, "merge_requests", issue, "reply", f"{thread.discussion_id}:{note.body}")
+    return Reply.json(201, api.render(call).note(repo, issue, note, thread=thread))
+
+
+# -- repository ----------------------------------------------------------------------------
+@router.route("GET", "/projects/{id}/repository/branches/{branch}")
+def get_branch(api: GitLabApi, call: Call, login: str, id: str, branch: str) -> Reply:
+    repo = api.project(id)
+    sha = repo.git.branches().get(branch)
+    if sha is None:
+        raise ApiError(404, "404 Branch Not Found")
+    return Reply.json(200, api.render(call).branch(repo, branch, sha))
+
+
+@router.route("GET", "/projects/{id}/repository/compare")
+def compare(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    repo = api.project(id)
+    base, head = (repo.git.resolve(call.arg(k) or "") for k in ("from", "to"))
+    if base is None or head is None:
+        raise ApiError(404, "404 Ref Not Found")
+    # Default (straight=false) compares from the merge base, like `git diff from...to`.
+    start = base if call.arg("straight") == "true" else (repo.git.merge_base(base, head) or base)
+    commits = repo.git.between(start, head)
+    render = api.render(call)
+    rendered = [render.commit(repo, c) for c in commits]
+    return Reply.json(200, {
+        "commit": rendered[-1] if rendered else None, "commits": rendered, "diffs": [],
+        "compare_timeout": False, "compare_same_ref": base == head,
+        "web_url": render.web(repo, f"/-/compare/{base}...{head}")})
+
+
+@router.route("GET", "/projects/{id}/repository/files/{file_path}")
+def get_file(api: GitLabApi, call: Call, login: str, id: str, file_path: str) -> Reply:
+    repo = api.project(id)
+    ref = call.arg("ref") or repo.default_branch
+    commit = repo.git.resolve(ref)
+    blob = repo.git.blob(commit, file_path) if commit else None
+    if commit is None or blob is None:
+        raise ApiError(404, "404 File Not Found")
+    return Reply.json(200, api.render(call).file(file_path, ref, blob[0], blob[1], commit))
+
+
+# -- CI ------------------------------------------------------------------------------------
+@router.route("GET", "/projects/{id}/pipelines")
+def list_pipelines(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    repo = api.project(id)
+    render = api.render(call)
+    sha, status, ref = call.arg("sha"), call.arg("status"), call.arg("ref")
+    pipelines = [render.pipeline(repo, r) for r in reversed(repo.runs)]  # newest first
+    return _listing(call, [p for p in pipelines if sha in (None, p["sha"])
+                           and status in (None, p["status"]) and ref in (None, p["ref"])])
+
+
+def _pipeline(repo: Repo, pipeline_id: str) -> CiRun:
+    run = next((r for r in repo.runs if str(r.id) == pipeline_id), None)
+    if run is None:
+        raise ApiError(404, "404 Not found")
+    return run
+
+
+@router.route("GET", "/projects/{id}/pipelines/{pipeline_id}")
+def get_pipeline(api: GitLabApi, call: Call, login: str, id: str, pipeline_id: str) -> Reply:
+    repo = api.project(id)
+    return Reply.json(200, api.render(call).pipeline(repo, _pipeline(repo, pipeline_id)))
+
+
+@router.route("GET", "/projects/{id}/pipelines/{pipeline_id}/jobs")
+def list_pipeline_jobs(api: GitLabApi, call: Call, login: str, id: str,
+                       pipeline_id: str) -> Reply:
+    repo = api.project(id)
+    run = _pipeline(repo, pipeline_id)
+    scopes = {v for k, v in call.query if k in ("scope", "scope[]")}
+    render = api.render(call)
+    jobs = [render.job(repo, run, j) for j in run.jobs]
+    return _listing(call, [j for j in jobs if not scopes or j["status"] in scopes])
+
+
+def _find_job(repo: Repo, job_id: str) -> tuple[CiRun, CiJob]:
+    for run in repo.runs:
+        for job in run.jobs:
+            if str(job.id) == job_id:
+                return run, job
+    raise ApiError(404, "404 Not found")
+
+
+@router.route("GET", "/projects/{id}/jobs/{job_id}")
+def get_job(api: GitLabApi, call: Call, login: str, id: str, job_id: str) -> Reply:
+    repo = api.project(id)
+    run, job = _find_job(repo, job_id)
+    return Reply.json(200, api.render(call).job(repo, run, job))
+
+
+@router.route("GET", "/projects/{id}/jobs/{job_id}/trace")
+def get_trace(api: GitLabApi, call: Call, login: str, id: str, job_id: str) -> Reply:
+    _, job = _find_job(api.project(id), job_id)
+    return Reply.text(200, job.log)
