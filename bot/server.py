@@ -80,7 +80,7 @@ class ServerSettings:
     dry_run: bool
     bot_login: str | None = None
     execute: Callable[[Plan], dict[str, Any]] | None = None
-    redactor: Redactor = field(default_factory=lambda: Redactor.from_environment())
+    redactor: Redactor = field(default_factory=Redactor.from_environment)
 
 
 def _answer(code: int, **body: Any) -> JSONResponse:

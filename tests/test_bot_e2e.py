@@ -227,7 +227,7 @@ def test_no_write_permission_gets_a_polite_refusal(fake: FakeForge, bot: Bot) ->
 
 
 def test_a_person_pushing_to_the_branch_stops_the_bot(fake: FakeForge, bot: Bot) -> None:
-    issue, pull = _request(fake, bot)
+    _, pull = _request(fake, bot)
     fake.human_commit(REPOSITORY, "opbot/relu", {"ops/relu/NOTES.md": "tuned by hand\n"},
                       "Hand tuning", author="alice", base="opbot/relu")
     pushes = len(fake.pushes(REPOSITORY))
