@@ -112,6 +112,11 @@ def _labels(items: Any) -> tuple[str, ...]:
     return tuple(name for name in names if name)
 
 
+def _has_trigger(labels: tuple[str, ...]) -> bool:
+    # Forges treat label names case-insensitively; so does the bot.
+    return any(label.lower() == TRIGGER_LABEL for label in labels)
+
+
 def op_of_branch(branch: str | None) -> str | None:
     if branch and branch.startswith(BOT_BRANCH_PREFIX) and len(branch) > len(BOT_BRANCH_PREFIX):
         return branch[len(BOT_BRANCH_PREFIX):]
@@ -136,7 +141,7 @@ def plan_comment(comment: GenericComment) -> Plan:
     command = find_regen(comment.body)
     if command is not None:
         if comment.target == "issue":
-            if comment.issue_labels is not None and TRIGGER_LABEL not in comment.issue_labels:
+            if comment.issue_labels is not None and not _has_trigger(comment.issue_labels):
                 return plan("ignore", f"/regen on an issue without the {TRIGGER_LABEL} label")
             return plan("regen", "/regen on an op request issue", command=command)
         if comment.head_branch is not None and op_of_branch(comment.head_branch) is None:
@@ -213,8 +218,9 @@ def _github_issues(payload: Any, event: str, bot_login: str | None) -> Plan:
     action = _get(payload, "action")
     issue = _get(payload, "issue")
     labels = _labels(_get(issue, "labels"))
-    triggered = (action == "labeled" and _get(payload, "label", "name") == TRIGGER_LABEL) or (
-        action == "opened" and TRIGGER_LABEL in labels)
+    added = _str(_get(payload, "label", "name")) or ""
+    triggered = (action == "labeled" and _has_trigger((added,))) or (
+        action == "opened" and _has_trigger(labels))
     if not triggered:
         return _ignore("github", event, payload, f"an issue event ({action}) that does not add "
                        f"the {TRIGGER_LABEL} label")
@@ -299,8 +305,8 @@ def _gitlab_issue(payload: Any, event: str, bot_login: str | None) -> Plan:
     labels = _labels(_get(payload, "labels")) or _labels(_get(attributes, "labels"))
     previous = _labels(_get(payload, "changes", "labels", "previous"))
     current = _labels(_get(payload, "changes", "labels", "current"))
-    added = TRIGGER_LABEL in current and TRIGGER_LABEL not in previous
-    triggered = (action == "open" and TRIGGER_LABEL in labels) or (action == "update" and added)
+    added = _has_trigger(current) and not _has_trigger(previous)
+    triggered = (action == "open" and _has_trigger(labels)) or (action == "update" and added)
     if not triggered:
         return _ignore("gitlab", event, payload, f"an issue event ({action}) that does not add "
                        f"the {TRIGGER_LABEL} label")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -319,9 +320,22 @@ def handle_review(job: _Job) -> JobOutcome:
     return outcome
 
 
+_FAILURE_LINE = re.compile(r"error|fail|traceback|assert|exception|fatal", re.IGNORECASE)
+
+
+def failing_part(log: str, limit: int = 6000) -> str:
+    """The part of a CI log around its first failure (else its end), within `limit`."""
+    lines = log.splitlines()
+    first = next((index for index, line in enumerate(lines) if _FAILURE_LINE.search(line)), None)
+    if first is None:
+        return log[-limit:]
+    excerpt = "\n".join(lines[max(0, first - 20):first + 120])
+    return trim(excerpt, limit)
+
+
 def handle_ci(job: _Job) -> JobOutcome:
     failures = job.forge.failed_jobs(job.plan.head_sha or "")
-    logs = "\n\n".join(f"Job {failure.name} failed:\n{trim(failure.log, 6000)}"
+    logs = "\n\n".join(f"Job {failure.name} failed:\n{failing_part(failure.log)}"
                        for failure in failures) or "(no failed job log was found)"
     return _iterate(job, f"The pull request's CI failed.\n\n{logs}", "the failed CI")
 

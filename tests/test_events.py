@@ -327,3 +327,10 @@ def test_event_cli_bad_payload_is_a_clean_error(tmp_path: Path, content: str) ->
                     "--dry-run", "--json")
     assert run.code == 2
     assert "Traceback" not in run.stderr
+
+
+def test_labels_match_whatever_their_case() -> None:
+    payload = _load("github/issues/labeled.1.json")
+    _labelled(payload)
+    payload["label"]["name"] = "Op-Request"
+    assert plan_event("github", "issues", payload).action == "generate"
