@@ -30,6 +30,7 @@ from bot.forge.base import (
     ReviewThread,
     Target,
 )
+from bot.forge.common import with_credentials
 from bot.forge.github import GitHubForge
 from tests.fakeforge import FakeForge, FakeServer, git, require_spec
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World, standard_world
@@ -174,7 +175,7 @@ def test_repository_facts(fake: FakeForge, world: World, forge: GitHubForge) -> 
 
 
 def test_push_url_carries_token_for_http() -> None:
-    url = github_module._with_credentials("https://github.com/o/r.git", "x-access-token", "t/k")
+    url = with_credentials("https://github.com/o/r.git", "x-access-token", "t/k")
     assert url == "https://x-access-token:t%2Fk@github.com/o/r.git"
 
 

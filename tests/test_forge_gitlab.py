@@ -30,6 +30,7 @@ from bot.forge.base import (
     ReviewThread,
     Target,
 )
+from bot.forge.common import with_credentials
 from bot.forge.gitlab import GitLabForge
 from tests.fakeforge import FakeForge, FakeServer, git
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World, standard_world
@@ -177,7 +178,7 @@ def test_repository_facts(fake: FakeForge, world: World, forge: GitLabForge) -> 
 
 
 def test_push_url_carries_token_for_http() -> None:
-    url = gitlab_module._with_credentials("https://gitlab.example.com/g/p.git", "oauth2", "tok")
+    url = with_credentials("https://gitlab.example.com/g/p.git", "oauth2", "tok")
     assert url == "https://oauth2:tok@gitlab.example.com/g/p.git"
 
 

@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 from github import Auth, Github, GithubException
 from github.Commit import Commit as GhCommit
@@ -44,6 +44,7 @@ from .base import (
     ReviewThread,
     Target,
 )
+from .common import scrub, with_credentials
 
 PUBLIC_API = "https://api.github.com"
 LOG_TAIL_CHARS = 20_000
@@ -142,7 +143,7 @@ class GitHubForge:
     def push_url(self) -> str:
         with self._errors("read the repository"):
             clone_url = self._repo.clone_url
-        return _with_credentials(clone_url, "x-access-token", self._token)
+        return with_credentials(clone_url, "x-access-token", self._token)
 
     def branch_head(self, branch: str) -> str | None:
         with self._errors(f"read branch {branch}"):
@@ -281,7 +282,7 @@ class GitHubForge:
         except GithubException as exc:
             raise _translate(exc, action, self._token) from exc
         except OSError as exc:  # requests' connection errors derive from OSError
-            raise ForgeError(_scrub(f"GitHub: {action}: {type(exc).__name__}",
+            raise ForgeError(scrub(f"GitHub: {action}: {type(exc).__name__}",
                                     self._token)) from exc
 
 
@@ -355,24 +356,16 @@ def _tail(text: str) -> str:
     return text[-LOG_TAIL_CHARS:]
 
 
-def _with_credentials(url: str, user: str, token: str | None) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not token or parts.hostname is None:
-        return url  # file:// and local paths need no credentials
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=f"{user}:{quote(token, safe='')}@{host}"))
 
 
 # -- errors --------------------------------------------------------------------------------
-def _scrub(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
 
 
 def _translate(exc: GithubException, action: str, token: str | None) -> ForgeError:
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     data = exc.data
     detail = str(data.get("message", ""))[:200] if isinstance(data, Mapping) else ""
-    message = _scrub(f"GitHub {exc.status} on {action}: {detail}".rstrip(": "), token)
+    message = scrub(f"GitHub {exc.status} on {action}: {detail}".rstrip(": "), token)
     status = exc.status
     if status == 404:
         return NotFoundError(message)

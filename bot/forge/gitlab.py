@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import gitlab
 from gitlab.exceptions import GitlabError
@@ -36,6 +35,7 @@ from .base import (
     ReviewThread,
     Target,
 )
+from .common import scrub, with_credentials
 
 PUBLIC_URL = "https://gitlab.com"
 LOG_TAIL_CHARS = 20_000
@@ -153,7 +153,7 @@ class GitLabForge:
     def push_url(self) -> str:
         with self._errors("read the project"):
             url = str(self._project_info().attributes["http_url_to_repo"])
-        return _with_credentials(url, "oauth2", self._token)
+        return with_credentials(url, "oauth2", self._token)
 
     def branch_head(self, branch: str) -> str | None:
         with self._errors(f"read branch {branch}"):
@@ -272,7 +272,7 @@ class GitLabForge:
             limits: dict[str, str] = getattr(self._last, "limits", {})
             raise _translate(exc, action, self._token, limits) from exc
         except OSError as exc:  # requests' connection errors derive from OSError
-            raise ForgeError(_scrub(f"GitLab: {action}: {type(exc).__name__}",
+            raise ForgeError(scrub(f"GitLab: {action}: {type(exc).__name__}",
                                     self._token)) from exc
 
 
@@ -330,24 +330,16 @@ def _oldest_first(commits: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
     return ordered
 
 
-def _with_credentials(url: str, user: str, token: str | None) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not token or parts.hostname is None:
-        return url  # file:// and local paths need no credentials
-    host = parts.hostname + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=f"{user}:{quote(token, safe='')}@{host}"))
 
 
 # -- errors --------------------------------------------------------------------------------
-def _scrub(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
 
 
 def _translate(exc: GitlabError, action: str, token: str | None,
                limits: Mapping[str, str]) -> ForgeError:
     code = exc.response_code
     detail = str(exc.error_message)[:200]
-    message = _scrub(f"GitLab {code} on {action}: {detail}".rstrip(": "), token)
+    message = scrub(f"GitLab {code} on {action}: {detail}".rstrip(": "), token)
     if code == 404:
         return NotFoundError(message)
     if code == 429 or (code == 403 and limits.get("ratelimit-remaining") == "0"):
