@@ -237,6 +237,18 @@ def serve(host: str, port: int, dry_run: bool, state_dir: Path) -> None:
     run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir)
 
 
+# -- doctor ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def doctor(as_json: bool) -> None:
+    """Report what this machine offers: Python, torch, triton, torch_npu, CANN, SOC, devices."""
+    from bot.doctor import main as run_doctor
+
+    sys.exit(run_doctor(as_json))
+
+
 # -- human output ---------------------------------------------------------------------------
 
 

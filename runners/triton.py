@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
@@ -41,14 +43,40 @@ def resolve_candidate(path: Path) -> Path:
         f"{path}: no Triton candidate here (expected triton/<name>.py defining class ModelNew)")
 
 
+def _installed(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 class TritonBackend:
     name: Literal["triton"] = "triton"
+
+    def __init__(self, version_of: Callable[[str], str | None] = _installed,
+                 cann_version: Callable[[], str | None] | None = None) -> None:
+        self._version_of = version_of
+        self._cann_version = cann_version
 
     def availability(self) -> Availability:
         if importlib.util.find_spec("triton") is None:
             return Availability(False, "none", "triton is not installed (pip install "
                                 "'opbot[triton]', or triton-ascend on Ascend runners)")
+        ascend = self._version_of("triton-ascend")
+        if ascend is not None:
+            return self._ascend_availability(ascend)
         return Availability(True, "auto", "CUDA or NPU when present, else the CPU interpreter")
+
+    def _ascend_availability(self, triton_ascend: str) -> Availability:
+        """triton-ascend compiles through CANN: an unsupported pair fails in odd ways."""
+        from runners.ascendc.detect import detect_cann, triton_ascend_pairing
+
+        cann = self._cann_version() if self._cann_version else detect_cann().version
+        if cann is None:
+            return Availability(True, "auto", f"triton-ascend {triton_ascend} without CANN: "
+                                "the CPU interpreter only")
+        ok, message = triton_ascend_pairing(triton_ascend, cann)
+        return Availability(ok, "npu" if ok else "none", message)
 
     def verify(self, request: VerifyRequest) -> VerifyResult:
         return run_harness(request)

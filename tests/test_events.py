@@ -19,10 +19,10 @@ import pytest
 
 from bot.commands import find_regen
 from bot.events import plan_event
-from tests.support import DATA, REPO, run_opbot
+from tests.support import DATA, run_opbot
 
 WEBHOOKS = DATA / "webhooks"
-WEBHOOK_SCHEMA = REPO.parent / "shared" / "data" / "github-webhooks-openapi-12.1.0.json.gz"
+WEBHOOK_SCHEMA = DATA / "openapi" / "github-webhooks-openapi-12.1.0.json.gz"
 
 FORM_BODY = ("### Operator name\n\nGELU\n\n### Reference (PyTorch)\n\n```python\nimport torch\n"
              "class Model(torch.nn.Module):\n    def forward(self, x):\n"

@@ -182,3 +182,22 @@ def test_syntax_errors_carry_file_and_line(tmp_path: Path) -> None:
     assert caught.value.location is not None
     assert caught.value.location.line == 2
     assert caught.value.message.startswith("SyntaxError")
+
+
+def test_triton_backend_checks_the_triton_ascend_and_cann_pair() -> None:
+    from runners.triton import TritonBackend
+
+    def versions(installed: dict[str, str]) -> object:
+        return installed.get
+
+    plain = TritonBackend(version_of=versions({}))  # type: ignore[arg-type]
+    assert plain.availability().available
+    good = TritonBackend(version_of=versions({"triton-ascend": "3.2.0"}),  # type: ignore[arg-type]
+                         cann_version=lambda: "8.5.0")
+    assert good.availability().available
+    assert good.availability().device == "npu"
+    bad = TritonBackend(version_of=versions({"triton-ascend": "3.2.0"}),  # type: ignore[arg-type]
+                        cann_version=lambda: "9.0.0")
+    verdict = bad.availability()
+    assert not verdict.available
+    assert "3.2.1" in verdict.reason

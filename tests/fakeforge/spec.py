@@ -1,7 +1,7 @@
 """GitHub's official REST OpenAPI description: loading, quirk fixes, examples, validation.
 
-The description is read at test time from the shared data folder beside the checkout
-(`<repo>/../shared/data/`), never from the network. When it is missing, `require_spec`
+The description is vendored in tests/data/openapi (MIT), with the shared data folder
+beside the checkout as a fallback; never the network. When both are missing, `require_spec`
 skips the caller with a reason that names the path. openapi-core is imported only when a
 spec is loaded, so the GitLab front end works without it.
 """
@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 SPEC_NAME = "github-rest-openapi-23.0.2.json.gz"
+# Vendored in the repository (tests/data/openapi, MIT); the shared folder is the fallback.
+VENDORED = Path(__file__).resolve().parents[1] / "data" / "openapi"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-SPEC_PATH = SHARED_DATA / SPEC_NAME
+SPEC_PATH = (VENDORED if (VENDORED / SPEC_NAME).is_file() else SHARED_DATA) / SPEC_NAME
 # The spec's only server; requests are validated as if sent there.
 SPEC_HOST = "https://api.github.com"
 
@@ -32,7 +34,7 @@ def require_spec(path: Path = SPEC_PATH) -> GitHubSpec:
 
     if not path.is_file():
         pytest.skip(f"GitHub's REST OpenAPI description is missing: {path} "
-                    "(expected in the shared data folder beside the checkout)")
+                    "(expected in tests/data/openapi or the shared data folder)")
     if importlib.util.find_spec("openapi_core") is None:
         pytest.skip("openapi-core is not installed: it validates the fake's GitHub traffic "
                     "against the description (pip install 'openapi-core>=0.23')")

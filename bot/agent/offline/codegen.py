@@ -40,21 +40,55 @@ _LAUNCH_HELPERS = '''def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _pointwise_block(numel: int) -> int:
+# Fast memory a block may fill on an Ascend NPU: half of dav-2201's 192 KB unified buffer,
+# the rest left for the compiler's double buffering.
+_NPU_BLOCK_BYTES = 96 * 1024
+
+
+def _fitting(elements: int, streams: int) -> int:
+    """The largest power of two of elements that, for every stream, fits the NPU budget."""
+    budget = max(32, _NPU_BLOCK_BYTES // (4 * max(streams, 1)))
+    return 1 << (min(elements, budget).bit_length() - 1)
+
+
+@functools.cache
+def _npu_cores(index: int, cube: bool) -> int:
+    # Read at run time, never hard-coded: SOCs differ in their core counts.
+    properties = triton.runtime.driver.active.utils.get_device_properties(index)
+    return int(properties["num_aicore" if cube else "num_vectorcore"])
+
+
+def _programs(blocks: int, device: torch.device, cube: bool = False) -> int:
+    """One program a block, but on an NPU one a physical core (kernels loop over blocks)."""
+    if device.type == "npu":
+        return max(1, min(blocks, _npu_cores(device.index or 0, cube)))
+    return max(1, blocks)
+
+
+def _pointwise_block(numel: int, streams: int, device: torch.device) -> int:
     # The interpreter runs one program at a time: few, large blocks are fastest there.
     if _interpreting():
         return max(16, min(triton.next_power_of_2(max(numel, 1)), 1 << 16))
+    if device.type == "npu":
+        return _fitting(8192, streams)
     return 1024
 
 
-def _reduction_blocks(rows: int, cols: int) -> tuple[int, int]:
-    tile = (1 << 16) if _interpreting() else 4096
-    block_n = min(triton.next_power_of_2(max(cols, 1)), tile if _interpreting() else 2048)
+def _reduction_blocks(rows: int, cols: int, streams: int,
+                      device: torch.device) -> tuple[int, int]:
+    if _interpreting():
+        tile, widest = 1 << 16, 1 << 16
+    elif device.type == "npu":
+        tile = _fitting(16384, streams)
+        widest = tile
+    else:
+        tile, widest = 4096, 2048
+    block_n = min(triton.next_power_of_2(max(cols, 1)), widest)
     block_m = max(1, min(triton.next_power_of_2(max(rows, 1)), tile // block_n))
     return block_m, block_n
 
 
-def _matmul_blocks(m: int, n: int, k: int) -> tuple[int, int, int]:
+def _matmul_blocks(m: int, n: int, k: int, device: torch.device) -> tuple[int, int, int]:
     if _interpreting():
         return (min(128, max(16, triton.next_power_of_2(m))),
                 min(128, max(16, triton.next_power_of_2(n))),

@@ -61,24 +61,39 @@ def _body(lines: Sequence[str], depth: int = 1) -> list[str]:
     return [f"{_INDENT * depth}{line}" for line in lines]
 
 
+# Grid-stride loops: a program handles blocks pid, pid + programs, ... On GPUs and the CPU
+# the launcher starts one program per block (one trip each); on an NPU it starts one per
+# physical core, because programs beyond that run in costly extra rounds (triton-ascend).
+_BLOCKS_LOOP = "for block_id in range(tl.program_id(0), num_blocks, tl.num_programs(0)):"
+_BLOCK_START = "(tl.zeros([], tl.int64) + block_id)"  # 64-bit offsets, in every mode
+
+
+def _streams(emitter: Emitter) -> int:
+    """Tensors a kernel reads or writes: what its block size must fit into fast memory."""
+    return sum(1 for param in emitter.params if param.endswith("_ptr"))
+
+
 def pointwise_kernel(name: str, node: Node, emitter: Emitter, buffer: str) -> KernelSource:
     """out[i] = f(inputs)[i] over the flat, contiguous output."""
     numel = product(node.shape)
-    emitter.lines.append("pid = tl.program_id(0).to(tl.int64)")
-    emitter.lines.append("offsets = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
     numel_code = emitter.size(numel)
-    emitter.lines.append(f"mask = offsets < {numel_code}")
+    blocks = emitter.param("num_blocks", "num_blocks")
+    body = emitter.lines
+    body.append(f"offsets = {_BLOCK_START} * BLOCK + tl.arange(0, BLOCK).to(tl.int64)")
+    body.append(f"mask = offsets < {numel_code}")
     index = tuple(_decompose(emitter, "offsets", node.shape, "i"))
     value = emitter.value(node, index)
     out = emitter.param("out_ptr", buffer)
-    emitter.lines.append(
-        f"tl.store({out} + offsets, {_store_code(value, '[BLOCK]')}"
-        f".to({out}.dtype.element_ty), mask=mask)")
-    source = "\n".join([_header(name, emitter.params, ["BLOCK"]), *_body(emitter.lines)])
+    body.append(f"tl.store({out} + offsets, {_store_code(value, '[BLOCK]')}"
+                f".to({out}.dtype.element_ty), mask=mask)")
+    loop = _BLOCKS_LOOP.replace("num_blocks", blocks)
+    source = "\n".join([_header(name, emitter.params, ["BLOCK"]), *_body([loop]),
+                        *_body(body, 2)])
     numel_py = python_size(numel)
     launch = [
-        f"block = _pointwise_block({numel_py})",
-        f"{name}[(triton.cdiv({numel_py}, block),)](",
+        f"block = _pointwise_block({numel_py}, {_streams(emitter)}, device)",
+        f"num_blocks = triton.cdiv({numel_py}, block)",
+        f"{name}[(_programs(num_blocks, device),)](",
         *[f"{_INDENT}{arg}," for arg in emitter.launch_args],
         f"{_INDENT}BLOCK=block,",
         ")",
@@ -102,10 +117,10 @@ def reduction_kernel(name: str, node: Node, emitter: Emitter, buffer: str) -> Ke
     op = node.op
     float_input = kind_of(source_node.dtype) == FLOAT or op in ("mean",)
     lines = emitter.lines
-    lines.append("pid = tl.program_id(0).to(tl.int64)")
-    lines.append("rows = pid * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)")
     rows_code = emitter.size(rows)
     cols_code = emitter.size(cols)
+    blocks = emitter.param("num_blocks", "num_blocks")
+    lines.append(f"rows = {_BLOCK_START} * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)")
     lines.append(f"row_mask = rows < {rows_code}")
     lines.append("rows2 = rows[:, None]")
     row_index = _decompose(emitter, "rows2", [source_node.shape[d] for d in kept], "k")
@@ -129,12 +144,15 @@ def reduction_kernel(name: str, node: Node, emitter: Emitter, buffer: str) -> Ke
     result = _finalize(op, emitter.size(node.params["count"]) if op == "mean" else "")
     out = emitter.param("out_ptr", buffer)
     lines.append(f"tl.store({out} + rows, {result}.to({out}.dtype.element_ty), mask=row_mask)")
+    loop_line = _BLOCKS_LOOP.replace("num_blocks", blocks)
     source = "\n".join([_header(name, emitter.params, ["BLOCK_M", "BLOCK_N"]),
-                        *_body(lines)])
+                        *_body([loop_line]), *_body(lines, 2)])
     rows_py, cols_py = python_size(rows), python_size(cols)
     launch = [
-        f"block_m, block_n = _reduction_blocks({rows_py}, {cols_py})",
-        f"{name}[(triton.cdiv({rows_py}, block_m),)](",
+        f"block_m, block_n = _reduction_blocks({rows_py}, {cols_py}, {_streams(emitter)}, "
+        "device)",
+        f"num_blocks = triton.cdiv({rows_py}, block_m)",
+        f"{name}[(_programs(num_blocks, device),)](",
         *[f"{_INDENT}{arg}," for arg in emitter.launch_args],
         f"{_INDENT}BLOCK_M=block_m,",
         f"{_INDENT}BLOCK_N=block_n,",
@@ -244,9 +262,14 @@ def matmul_kernel(name: str, product: Node, end: Node, emitter: Emitter, *, buff
         for position, dim_name in enumerate(rank_dims):
             strides[f"{label}_{dim_name}"] = emitter.param(
                 f"{label}_stride_{dim_name}", f"{expr}.stride({position + offset})")
-    lines.append("pid_m = tl.program_id(0).to(tl.int64)")
-    lines.append("pid_n = tl.program_id(1).to(tl.int64)")
-    lines.append("pid_b = tl.program_id(2).to(tl.int64)")
+    tiles_m = emitter.param("tiles_m", "tiles_m")
+    tiles_n = emitter.param("tiles_n", "tiles_n")
+    blocks = emitter.param("num_blocks", "num_blocks")
+    # Tiles in (batch, row, column) order, one program per tile or a core's share of them.
+    lines.append(f"tile = {_BLOCK_START}")
+    lines.append(f"pid_b = tile // ({tiles_m} * {tiles_n})")
+    lines.append(f"pid_m = (tile // {tiles_n}) % {tiles_m}")
+    lines.append(f"pid_n = tile % {tiles_n}")
     lines.append("rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64))[:, None]")
     lines.append("rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64))[None, :]")
     a_base = f"{a} + pid_b * {strides['a_b']}" if batched else a
@@ -273,14 +296,18 @@ def matmul_kernel(name: str, product: Node, end: Node, emitter: Emitter, *, buff
     flat = f"pid_b * {m_code} * {n_code} + rm * {n_code} + rn" if batched else f"rm * {n_code} + rn"
     lines.append(f"tl.store({out} + {flat}, {_store_code(value, '[BLOCK_M, BLOCK_N]')}"
                  f".to({out}.dtype.element_ty), mask=mask)")
+    loop_line = _BLOCKS_LOOP.replace("num_blocks", blocks)
     source = "\n".join([_header(name, emitter.params,
                                 ["BLOCK_M", "BLOCK_N", "BLOCK_K", "FP32_DOT"]),
-                        *_body(lines)])
+                        *_body([loop_line]), *_body(lines, 2)])
     m_py, n_py, k_py = python_size(m_size), python_size(n_size), python_size(k_size)
     batch_py = python_size(shape[0]) if batched else "1"
     launch = [
-        f"block_m, block_n, block_k = _matmul_blocks({m_py}, {n_py}, {k_py})",
-        f"{name}[(triton.cdiv({m_py}, block_m), triton.cdiv({n_py}, block_n), {batch_py})](",
+        f"block_m, block_n, block_k = _matmul_blocks({m_py}, {n_py}, {k_py}, device)",
+        f"tiles_m = triton.cdiv({m_py}, block_m)",
+        f"tiles_n = triton.cdiv({n_py}, block_n)",
+        f"num_blocks = tiles_m * tiles_n * {batch_py}",
+        f"{name}[(_programs(num_blocks, device, cube=True),)](",
         *[f"{_INDENT}{arg}," for arg in emitter.launch_args],
         f"{_INDENT}BLOCK_M=block_m,",
         f"{_INDENT}BLOCK_N=block_n,",

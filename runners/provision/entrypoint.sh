@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Entrypoint of the opbot Ascend image: load CANN's environment, then run the command.
+#
+# CANN's set_env.sh moved between toolchain generations (<= 8.3: ascend-toolkit/, >= 8.5:
+# cann/ or cann-<version>/), so it is looked up at run time instead of being written into
+# the image: the same image then works on whichever CANN the base image or a host mount
+# provides. Sourced by check_runner.sh (which reuses find_cann_set_env); executed, it
+# runs "$@".
+#
+# Environment:
+#   OPBOT_CANN_SET_ENV   a set_env.sh to use before any other candidate
+#   ASCEND_HOME_PATH     the CANN root a previous set_env.sh or the base image exported
+#   OPBOT_ASCEND_ROOT    where CANN is installed (default /usr/local/Ascend)
+#   OPBOT_REQUIRE_CANN   1: fail when no set_env.sh is found (default: warn and go on,
+#                        since `opbot serve` and the CPU paths do not need CANN)
+set -euo pipefail
+
+# Prints the first set_env.sh that exists, in order of preference; returns 1 if none does.
+find_cann_set_env() {
+    local root="${OPBOT_ASCEND_ROOT:-/usr/local/Ascend}"
+    local -a candidates=()
+    if [[ -n "${OPBOT_CANN_SET_ENV:-}" ]]; then
+        candidates+=("$OPBOT_CANN_SET_ENV")
+    fi
+    if [[ -n "${ASCEND_HOME_PATH:-}" ]]; then
+        # >= 8.5 keeps set_env.sh in the root itself; <= 8.3 one level above `latest`.
+        candidates+=("$ASCEND_HOME_PATH/set_env.sh" "$(dirname "$ASCEND_HOME_PATH")/set_env.sh")
+    fi
+    candidates+=("$root/cann/set_env.sh")
+    # Versioned roots (cann-9.0.1) when there is no `cann` link: the newest wins.
+    local versioned
+    versioned="$(find "$root" -mindepth 2 -maxdepth 2 -path "$root/cann-*/set_env.sh" \
+        2>/dev/null | sort -V | tail -n 1 || true)"
+    if [[ -n "$versioned" ]]; then
+        candidates+=("$versioned")
+    fi
+    candidates+=("$root/ascend-toolkit/set_env.sh")
+    local candidate
+    for candidate in "${candidates[@]}"; do
+        if [[ -f "$candidate" ]]; then
+            printf '%s\n' "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Sources CANN's environment into this shell. Called with no arguments on purpose: a sourced
+# script sees the caller's positional parameters, and set_env.sh parses its own.
+load_cann_env() {
+    local set_env
+    if ! set_env="$(find_cann_set_env)"; then
+        echo "opbot-entrypoint: no CANN set_env.sh found (ASCEND_HOME_PATH," \
+            "${OPBOT_ASCEND_ROOT:-/usr/local/Ascend}/{cann,cann-*,ascend-toolkit})" >&2
+        return 1
+    fi
+    # CANN's scripts read unset variables (LD_LIBRARY_PATH, PYTHONPATH) freely and are not
+    # written for errexit.
+    set +eu
+    # shellcheck source=/dev/null
+    source "$set_env"
+    # triton-ascend compiles through bishengir-compile, whose environment ships apart
+    # from the toolkit's in CANN 9 images.
+    local ir_env="${ASCEND_HOME_PATH:-}/share/info/ascendnpu-ir/bin/set_env.sh"
+    if [[ -n "${ASCEND_HOME_PATH:-}" && -f "$ir_env" ]]; then
+        # shellcheck source=/dev/null
+        source "$ir_env"
+    fi
+    set -eu
+    export OPBOT_CANN_SET_ENV_USED="$set_env"
+}
+
+main() {
+    if [[ $# -eq 0 ]]; then
+        echo "usage: entrypoint.sh COMMAND [ARG...]" >&2
+        return 64
+    fi
+    if ! load_cann_env; then
+        if [[ "${OPBOT_REQUIRE_CANN:-0}" == "1" ]]; then
+            return 1
+        fi
+        echo "opbot-entrypoint: going on without CANN (NPU work will fail)" >&2
+    fi
+    exec "$@"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    main "$@"
+fi

@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""Register one ephemeral just-in-time (JIT) GitHub Actions runner, then start it.
+
+A JIT runner is registered for exactly one job: GitHub hands back a one-time configuration,
+the runner takes one job and is removed. Started in a fresh container (``--docker-image``),
+nothing a job leaves behind -- files, processes, a poisoned cache -- reaches the next job.
+Run this under a supervisor that starts it again when it exits (opbot-github-runner@.service
+beside this file) and the host always offers one fresh runner per NPU.
+
+Security: the token that may register runners (``OPBOT_RUNNER_ADMIN_TOKEN`` by default) is
+read from the environment only, never from the command line (other users see argv in ps);
+it is never printed, and it is removed from the environment of the runner, which only gets
+the one-time JIT configuration -- through the environment variable the runner reads its
+``--jitconfig`` input from, again to keep it out of ps.
+
+Standard library only, so the file runs on a runner host without opbot installed::
+
+    python3 github_jit.py --org ORG --runner-group-id 7 --soc ascend910b3 \\
+        --docker-image opbot-ascend:8.3 --npu 0 --preflight "docker run --rm ..."
+    python3 github_jit.py ... --dry-run      # print the request and the launch; send nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+API_VERSION = "2022-11-28"
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_TOKEN_ENV = "OPBOT_RUNNER_ADMIN_TOKEN"  # noqa: S105 - a variable name, not a token
+# actions/runner reads any command-line input NAME from ACTIONS_RUNNER_INPUT_<NAME> as well;
+# actions-runner-controller starts its runners the same way.
+JITCONFIG_ENV = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+BASE_LABELS = ("self-hosted", "ascend")
+# Besides one /dev/davinci<N> per chip, every process using an NPU needs these.
+CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+# The driver lives on the host and must match the kernel module, so it is mounted, never
+# baked into the image. Read-only: a job must not be able to change the host's driver.
+DRIVER_MOUNTS = ("/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi")
+OPTIONAL_MOUNTS = ("/etc/ascend_install.info",)
+# The driver installer gives the device nodes to this group.
+ASCEND_GROUP = "HwHiAiUser"
+IMAGE_RUN_SH = "/home/opbot/actions-runner/run.sh"
+IMAGE_CHECK_RUNNER = "/usr/local/lib/opbot/check_runner.sh"
+# Exit statuses, for a supervisor to tell "try again later" from "a human must fix this"
+# (opbot-github-runner@.service does not restart on 2 or 3).
+EXIT_RETRY = 1  # network trouble, a failed pre-flight, a name clash: may pass next time
+EXIT_USAGE = 2  # bad command line (argparse's own status)
+EXIT_CONFIG = 3  # configuration or permission problem (GitHub refused it): retrying cannot help
+ConfigVia = Literal["env", "argv"]
+Scope = Literal["org", "repo"]
+# Variables that look like credentials stay out of the runner's environment: a job gets its
+# secrets from GitHub, and anything else here would be readable by the job's code.
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|PRIVATE_?KEY|CREDENTIAL", re.IGNORECASE)
+_NPU_ROW = re.compile(
+    r"^\|\s*(?P<id>\d+)\s+(?P<name>[A-Za-z0-9][\w.-]*)\s*\|\s*(?P<health>[A-Za-z]+)", re.MULTILINE)
+
+
+class ProvisionError(Exception):
+    """A failure explained for the operator; the command line prints it without a traceback."""
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_RETRY
+
+
+class ConfigError(ProvisionError):
+    """Something only the operator can fix: a missing token, an unknown chip."""
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_CONFIG
+
+
+class JitApiError(ProvisionError):
+    """GitHub refused or could not be asked for a JIT configuration."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def exit_status(self) -> int:
+        # 409 (name taken) and 5xx may pass with the next name or a minute later.
+        return EXIT_CONFIG if self.status in (401, 403, 404, 422) else EXIT_RETRY
+
+
+@dataclass(frozen=True)
+class JitRequest:
+    """POST .../actions/runners/generate-jitconfig for an organisation or a repository."""
+
+    api_url: str
+    scope: Scope
+    target: str
+    name: str
+    runner_group_id: int
+    labels: tuple[str, ...]
+    work_folder: str = "_work"
+    method: str = field(default="POST", init=False)
+
+    @property
+    def url(self) -> str:
+        base = self.api_url.rstrip("/")
+        if self.scope == "org":
+            return f"{base}/orgs/{_quote(self.target)}/actions/runners/generate-jitconfig"
+        owner, _, repo = self.target.partition("/")
+        return f"{base}/repos/{_quote(owner)}/{_quote(repo)}/actions/runners/generate-jitconfig"
+
+    def body(self) -> dict[str, Any]:
+        return {"name": self.name, "runner_group_id": self.runner_group_id,
+                "labels": list(self.labels), "work_folder": self.work_folder}
+
+    def headers(self, authorization: str) -> dict[str, str]:
+        return {"Accept": "application/vnd.github+json", "Authorization": authorization,
+                "Content-Type": "application/json", "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": "opbot-runner-provision"}
+
+
+@dataclass(frozen=True)
+class JitConfig:
+    """GitHub's answer. The encoded configuration is a credential: kept out of repr."""
+
+    runner_id: int | None
+    runner_name: str
+    encoded: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the runner starts once the configuration is there."""
+
+    argv: tuple[str, ...]
+    config_via: ConfigVia
+    # Host paths the launch needs and what else it lacks; checked before registering, so
+    # that a misconfigured host does not burn a registration.
+    required_paths: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def resolved_argv(self, encoded: str) -> list[str]:
+        if self.config_via == "argv":
+            return [*self.argv, "--jitconfig", encoded]
+        return list(self.argv)
+
+    def describe(self) -> dict[str, Any]:
+        shown = self.resolved_argv("<encoded_jit_config>")
+        via = "argv --jitconfig" if self.config_via == "argv" else f"env {JITCONFIG_ENV}"
+        return {"argv": shown, "command": shlex.join(shown), "jitconfig_via": via}
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # urllib would resend the Authorization header to wherever a redirect points; the API
+    # does not redirect this call, so a redirect is an error rather than a hop.
+    def redirect_request(  # noqa: PLR0917 - urllib's signature
+            self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+            headers: Any, newurl: str) -> None:
+        return None
+
+
+def request_jit_config(request: JitRequest, token: str, *, timeout: float = 30.0) -> JitConfig:
+    """Asks GitHub for the JIT configuration. Raises JitApiError with a readable message."""
+    scheme = urllib.parse.urlsplit(request.url).scheme
+    if scheme not in ("https", "http"):
+        raise ConfigError(f"--api-url must be an http(s) URL, not {request.api_url!r}")
+    http_request = urllib.request.Request(  # noqa: S310 - scheme checked just above
+        request.url, data=json.dumps(request.body()).encode(), method=request.method,
+        headers=request.headers(f"Bearer {token}"))
+    opener = urllib.request.build_opener(_NoRedirects)
+    try:
+        with opener.open(http_request, timeout=timeout) as response:
+            payload = json.loads(response.read().decode("utf-8", "replace") or "null")
+    except urllib.error.HTTPError as exc:
+        raise _redacted(_api_error(exc, request), token) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise _redacted(JitApiError(None, f"could not reach {request.url}: {reason}"),
+                        token) from None
+    except ValueError:
+        raise JitApiError(None, f"{request.url} answered with something that is not JSON") \
+            from None
+    encoded = payload.get("encoded_jit_config") if isinstance(payload, dict) else None
+    if not isinstance(encoded, str) or not encoded:
+        raise JitApiError(None, "GitHub's answer has no encoded_jit_config")
+    runner = payload.get("runner") if isinstance(payload.get("runner"), dict) else {}
+    runner_id = runner.get("id")
+    return JitConfig(runner_id=runner_id if isinstance(runner_id, int) else None,
+                     runner_name=str(runner.get("name") or request.name), encoded=encoded)
+
+
+def _api_error(exc: urllib.error.HTTPError, request: JitRequest) -> JitApiError:
+    detail = _github_message(exc)
+    where = "organisation" if request.scope == "org" else "repository"
+    hints = {
+        401: "the token was refused (expired, revoked or mistyped)",
+        403: (f"the token may not manage runners of this {where} (a classic token needs "
+              "admin:org for an organisation, repo for a repository; a fine-grained token or "
+              "a GitHub App needs 'Self-hosted runners: write' on the organisation or "
+              f"'Administration: write' on the repository), or runner group "
+              f"{request.runner_group_id} is not open to it"),
+        404: f"no such {where} or runner group {request.runner_group_id}, or the token cannot "
+             "see it",
+        409: f"a runner named {request.name!r} already exists; pick another --name",
+        422: "GitHub refused the request body: check --runner-group-id, the labels and --name",
+    }
+    hint = hints.get(exc.code, "unexpected answer")
+    text = f"GitHub answered {exc.code} to {request.method} {request.url}: {hint}"
+    if detail:
+        text += f" (GitHub says: {detail})"
+    return JitApiError(exc.code, text)
+
+
+def _github_message(exc: urllib.error.HTTPError) -> str:
+    """GitHub's own `message` and `errors`, shortened: they name what was wrong."""
+    try:
+        raw = exc.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return raw.strip()[:300]
+    if not isinstance(payload, dict):
+        return ""
+    parts = [str(payload.get("message", "")).strip()]
+    errors = payload.get("errors")
+    if isinstance(errors, list):
+        parts += [json.dumps(error, sort_keys=True) if isinstance(error, dict) else str(error)
+                  for error in errors[:3]]
+    return "; ".join(part for part in parts if part)[:500]
+
+
+def _redacted(error: JitApiError, token: str) -> JitApiError:
+    # Belt and braces: no message leaves this module with the token in it, whatever a
+    # server or a proxy chose to echo.
+    text = str(error)
+    if token and token in text:
+        return JitApiError(error.status, text.replace(token, "***"))
+    return error
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+# -- the host ------------------------------------------------------------------------------
+
+
+def parse_npu_smi(text: str) -> list[tuple[int, str, str]]:
+    """(npu id, chip name, health) for each chip row of `npu-smi info`'s table."""
+    return [(int(match["id"]), match["name"], match["health"])
+            for match in _NPU_ROW.finditer(text)]
+
+
+def soc_label(chip_name: str) -> str:
+    """The runner label for a chip: 910B3 and Ascend910B3 both give ascend910b3."""
+    name = chip_name.strip().lower().removeprefix("ascend")
+    return f"ascend{name}"
+
+
+def detect_soc() -> str | None:
+    """The label of this host's first NPU, from `npu-smi info`; None when it cannot tell."""
+    npu_smi = shutil.which("npu-smi") or (
+        "/usr/local/bin/npu-smi" if Path("/usr/local/bin/npu-smi").exists() else None)
+    if npu_smi is None:
+        return None
+    try:
+        done = subprocess.run([npu_smi, "info"], capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = parse_npu_smi(done.stdout)
+    return soc_label(rows[0][1]) if done.returncode == 0 and rows else None
+
+
+def npu_device_nodes(chips: Sequence[int] | None, dev_dir: Path = Path("/dev")) -> list[str]:
+    """The device nodes a job on `chips` needs (all chips of the host when None)."""
+    if chips is None:
+        found = (re.fullmatch(r"davinci(\d+)", path.name) for path in dev_dir.glob("davinci*"))
+        chips = sorted(int(match[1]) for match in found if match)
+    return ([str(dev_dir / f"davinci{chip}") for chip in chips]
+            + [str(dev_dir / node) for node in CONTROL_NODES])
+
+
+def ascend_group_id() -> int | None:
+    try:
+        return grp.getgrnam(ASCEND_GROUP).gr_gid
+    except KeyError:
+        return None
+
+
+def docker_run_prefix(chips: Sequence[int] | None, group_id: int | None) -> list[str]:
+    """`docker run --rm` with the NPUs, the driver and nothing else of the host."""
+    argv = ["docker", "run", "--rm",
+            # The image's HEALTHCHECK probes `opbot serve`; a job container has none.
+            "--no-healthcheck",
+            "--security-opt", "no-new-privileges"]
+    for device in npu_device_nodes(chips):
+        argv += ["--device", device]
+    for mount in [*DRIVER_MOUNTS, *(path for path in OPTIONAL_MOUNTS if Path(path).exists())]:
+        argv += ["--volume", f"{mount}:{mount}:ro"]
+    if group_id is not None:
+        argv += ["--group-add", str(group_id)]
+    return argv
+
+
+def docker_launch(image: str, name: str, *, chips: Sequence[int] | None, group_id: int | None,
+                  config_via: ConfigVia, run_sh: str = IMAGE_RUN_SH) -> Launch:
+    """The runner in a fresh container that sees only its NPUs, removed after its job."""
+    argv = [*docker_run_prefix(chips, group_id), "--name", name]
+    if config_via == "env":
+        # `--env NAME` without a value: docker copies it from its own environment, so the
+        # configuration is not on docker's command line either.
+        argv += ["--env", JITCONFIG_ENV]
+    argv += [image, run_sh]
+    # The image runs as a non-root user, which opens the NPU nodes only through their group.
+    problems = () if group_id is not None else (
+        f"group of the NPU device nodes: no {ASCEND_GROUP} group here; pass --ascend-gid",)
+    return Launch(argv=tuple(argv), config_via=config_via,
+                  required_paths=(*npu_device_nodes(chips), *DRIVER_MOUNTS), problems=problems)
+
+
+def local_launch(runner_dir: Path, config_via: ConfigVia) -> Launch:
+    """run.sh of an unconfigured runner unpacked in `runner_dir` (a VM thrown away after)."""
+    run_sh = str(runner_dir / "run.sh")
+    return Launch(argv=(run_sh,), config_via=config_via, required_paths=(run_sh,))
+
+
+def runner_environment(environ: Mapping[str, str], token_env: str) -> dict[str, str]:
+    """The runner's environment: this one without the admin token or anything like a secret."""
+    return {name: value for name, value in environ.items()
+            if name not in (token_env, JITCONFIG_ENV) and not _SECRET_NAME.search(name)}
+
+
+def default_runner_name(soc: str, chips: Sequence[int] | None) -> str:
+    # Unique per registration: GitHub refuses (409) a second runner with the same name.
+    where = "-npu" + "_".join(map(str, chips)) if chips else ""
+    return f"{socket.gethostname().split('.')[0]}-{soc}{where}-{secrets.token_hex(3)}"
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(item for item in items if item))
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="github_jit.py",
+        description="Register one ephemeral just-in-time GitHub Actions runner and start it.")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--org", help="register at the organisation (runner groups)")
+    where.add_argument("--repo", metavar="OWNER/REPO", help="register at one repository")
+    parser.add_argument("--runner-group-id", type=int, required=True,
+                        help="runner group to join (GitHub requires one; the repository "
+                             "level's default group is 1)")
+    parser.add_argument("--soc", default=os.environ.get("OPBOT_RUNNER_SOC"),
+                        help="chip label such as ascend910b3 (default: $OPBOT_RUNNER_SOC, "
+                             "else read from npu-smi)")
+    parser.add_argument("--label", action="append", default=[],
+                        help="extra label (repeatable)")
+    parser.add_argument("--name", help="runner name (default: host-soc-random)")
+    parser.add_argument("--work-folder", default="_work")
+    parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
+                        help="REST API root (GitHub Enterprise Server: https://HOST/api/v3)")
+    parser.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
+                        help="environment variable holding the token (default: %(default)s)")
+    launch = parser.add_mutually_exclusive_group()
+    launch.add_argument("--docker-image",
+                        help="run the runner in a fresh container of this image (recommended)")
+    launch.add_argument("--runner-dir", type=Path,
+                        default=Path(os.environ.get("RUNNER_DIR", "~/actions-runner")),
+                        help="unconfigured actions/runner directory (default: %(default)s)")
+    parser.add_argument("--npu", help="with --docker-image: chips to pass, e.g. 0 or 0,1 "
+                                      "(default: all)")
+    parser.add_argument("--ascend-gid", type=int,
+                        help=f"with --docker-image: group id owning the NPU nodes (default: "
+                             f"the host's {ASCEND_GROUP} group)")
+    parser.add_argument("--config-via", choices=("env", "argv"), default="env",
+                        help="hand the JIT config to run.sh through its environment (default; "
+                             "not visible in ps) or as --jitconfig")
+    check = parser.add_mutually_exclusive_group()
+    check.add_argument("--preflight", help="command that must succeed before registering, "
+                                           "e.g. check_runner.sh")
+    check.add_argument("--preflight-in-image", action="store_true",
+                       help="with --docker-image: run the image's check_runner.sh, in a "
+                            "container set up as the runner's, before registering")
+    parser.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout, seconds")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the request and the launch as JSON; send nothing")
+    args = parser.parse_args(argv)
+    if args.repo is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", args.repo):
+        parser.error("--repo must read OWNER/REPO")
+    try:
+        args.chips = ([int(part) for part in args.npu.split(",") if part.strip()]
+                      if args.npu else None)
+    except ValueError:
+        parser.error("--npu takes chip numbers separated by commas, e.g. 0,1")
+    if args.chips is not None and args.docker_image is None:
+        parser.error("--npu needs --docker-image (a bare run.sh sees every chip)")
+    if args.preflight_in_image and args.docker_image is None:
+        parser.error("--preflight-in-image needs --docker-image")
+    return args
+
+
+def plan(args: argparse.Namespace) -> tuple[JitRequest, Launch, list[str] | None]:
+    if urllib.parse.urlsplit(args.api_url).scheme not in ("https", "http"):
+        raise ConfigError(f"--api-url must be an http(s) URL, not {args.api_url!r}")
+    soc = args.soc or detect_soc()
+    if not soc:
+        raise ConfigError("cannot tell the chip: pass --soc (e.g. ascend910b3) or set "
+                             "OPBOT_RUNNER_SOC")
+    soc = soc_label(soc)
+    name = args.name or default_runner_name(soc, args.chips)
+    scope: Scope = "org" if args.org else "repo"
+    request = JitRequest(api_url=args.api_url, scope=scope, target=args.org or args.repo,
+                         name=name, runner_group_id=args.runner_group_id,
+                         labels=_unique([*BASE_LABELS, soc, *args.label]),
+                         work_folder=args.work_folder)
+    preflight = shlex.split(args.preflight) if args.preflight else None
+    if args.docker_image:
+        group_id = args.ascend_gid if args.ascend_gid is not None else ascend_group_id()
+        launch = docker_launch(args.docker_image, name, chips=args.chips, group_id=group_id,
+                               config_via=args.config_via)
+        if args.preflight_in_image:
+            preflight = [*docker_run_prefix(args.chips, group_id), args.docker_image,
+                         IMAGE_CHECK_RUNNER]
+    else:
+        launch = local_launch(args.runner_dir.expanduser(), args.config_via)
+    return request, launch, preflight
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    request, launch, preflight = plan(args)
+    missing = [path for path in launch.required_paths if not Path(path).exists()]
+    missing += launch.problems
+    if "/" not in launch.argv[0] and shutil.which(launch.argv[0]) is None:
+        missing.append(launch.argv[0])
+    if args.dry_run:
+        shown = {"method": request.method, "url": request.url,
+                 "headers": request.headers(f"Bearer <${args.token_env}>"),
+                 "body": request.body()}
+        print(json.dumps({"dry_run": True, "request": shown, "token_env": args.token_env,
+                          "token_set": bool(environ.get(args.token_env)),
+                          "preflight": preflight, "launch": launch.describe(),
+                          "missing_on_this_host": missing}, indent=2))
+        return 0
+    token = environ.get(args.token_env, "")
+    if not token:
+        raise ConfigError(f"${args.token_env} is empty: it must hold a token that may "
+                             "register runners (see README.md, 'Secrets')")
+    if missing:
+        raise ProvisionError("not on this host, so a runner started here could not work: "
+                             + ", ".join(missing))
+    if preflight:
+        status = subprocess.run(preflight, check=False,
+                                env=runner_environment(environ, args.token_env)).returncode
+        if status != 0:
+            raise ProvisionError(f"pre-flight {shlex.join(preflight)!r} failed (exit "
+                                 f"{status}); not registering a runner")
+    config = request_jit_config(request, token, timeout=args.timeout)
+    print(f"github_jit: registered runner {config.runner_name!r} (id {config.runner_id}) "
+          f"labels {', '.join(request.labels)}; starting {shlex.join(launch.argv)}",
+          file=sys.stderr)
+    child_env = runner_environment(environ, args.token_env)
+    if launch.config_via == "env":
+        child_env[JITCONFIG_ENV] = config.encoded
+    argv = launch.resolved_argv(config.encoded)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        # exec, not a child: the supervisor then sees the runner's own exit status and its
+        # signals reach the runner.
+        os.execvpe(argv[0], argv, child_env)  # noqa: S606 - argv list, no shell
+    except OSError as exc:
+        raise ProvisionError(f"could not start {argv[0]}: {exc.strerror}") from None
+    return 0  # not reached: exec replaced the process
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args, os.environ)
+    except ProvisionError as exc:
+        print(f"github_jit: {exc}", file=sys.stderr)
+        return exc.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
