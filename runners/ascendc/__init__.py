@@ -1,0 +1,1 @@
+"""The Ascend C backend: toolchain detection, build and run on Ascend NPUs (CANN)."""
