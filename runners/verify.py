@@ -25,7 +25,13 @@ from runners.base import (
     VerifyRequest,
     VerifyResult,
 )
-from runners.sandbox import ProcessOutcome, child_environment, run_isolated
+from runners.sandbox import (
+    ProcessOutcome,
+    SandboxPolicy,
+    SandboxUnavailableError,
+    run_isolated,
+    sandbox_environment,
+)
 
 _MAX_SOURCE_BYTES = 2 * 1024 * 1024
 
@@ -62,7 +68,10 @@ def _read_verdict(path: Path, key: str) -> VerifyResult | None:
 
 
 def _no_verdict(outcome: ProcessOutcome, timeout_s: float) -> VerifyResult:
-    if outcome.timed_out:
+    if outcome.killed_because:
+        failure = Failure(check="crash", message=f"the worker was stopped: it started "
+                          f"{outcome.killed_because}", log_tail=outcome.log_tail or None)
+    elif outcome.timed_out:
         failure = Failure(check="timeout", message=f"no verdict within {timeout_s:g} s: the "
                           "candidate (or the reference) hangs or is far too slow; the worker "
                           "was killed", log_tail=outcome.log_tail or None)
@@ -81,19 +90,29 @@ def _package_root() -> str:
     return str(Path(runners.__file__).resolve().parent.parent)
 
 
-def run_harness(request: VerifyRequest, *, python: str | None = None) -> VerifyResult:
-    """Verify `request.candidate` against `request.reference` in a worker process."""
+def run_harness(request: VerifyRequest, *, python: str | None = None,
+                policy: SandboxPolicy | None = None) -> VerifyResult:
+    """Verify `request.candidate` against `request.reference` in a sandboxed worker."""
     findings = static_failures(request.candidate)
     key = secrets.token_hex(32)
     with tempfile.TemporaryDirectory(prefix="opbot-verify-") as tmp:
         workdir = Path(tmp)
         result_path = workdir / f"verdict-{secrets.token_hex(8)}.json"
         envelope = {"job": request.to_json(), "result": str(result_path), "key": key}
-        env = child_environment({"PYTHONPATH": _package_root()})
-        outcome = run_isolated([python or sys.executable, "-m", "runners.harness"], cwd=workdir,
-                               timeout_s=request.timeout_s, log_path=workdir / "worker.log",
-                               env=env, stdin_data=json.dumps(envelope))
+        env = sandbox_environment(workdir, {"PYTHONPATH": _package_root()})
+        try:
+            outcome = run_isolated([python or sys.executable, "-m", "runners.harness"],
+                                   cwd=workdir, timeout_s=request.timeout_s,
+                                   log_path=workdir / "worker.log", env=env,
+                                   stdin_data=json.dumps(envelope), policy=policy,
+                                   readable=[request.reference, request.candidate,
+                                             Path(_package_root())])
+        except SandboxUnavailableError as exc:
+            return VerifyResult.failed(Failure(check="sandbox", message=str(exc)))
         result = _read_verdict(result_path, key) or _no_verdict(outcome, request.timeout_s)
+        if not outcome.sandboxed:
+            result.warnings.append("unsandboxed: bubblewrap is missing and the policy allowed "
+                                   "running the candidate without a sandbox")
     if not findings:
         return result
     return VerifyResult(status="failed", reasons=findings + result.reasons, cases=result.cases,

@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from runners.sandbox import child_environment, run_isolated
 from runners.verify import _read_verdict
 
@@ -67,3 +69,61 @@ def test_a_forged_verdict_is_not_read(tmp_path: Path) -> None:
     forged.write_text('{"result": "{\\"status\\": \\"passed\\"}", "mac": "00"}',
                       encoding="utf-8")
     assert _read_verdict(forged, "the-real-key") is None
+
+
+def test_a_fork_bomb_is_stopped(tmp_path: Path) -> None:
+    from runners.sandbox import SandboxPolicy, sandbox_environment
+
+    bomb = tmp_path / "bomb.py"
+    bomb.write_text("import os\nwhile True:\n    try:\n        os.fork()\n"
+                    "    except OSError:\n        pass\n", encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    outcome = run_isolated([sys.executable, str(bomb)], cwd=work, timeout_s=60,
+                           log_path=work / "log", env=sandbox_environment(work),
+                           policy=SandboxPolicy(processes=100), readable=[bomb])
+    assert outcome.killed_because is not None
+    assert "fork bomb" in outcome.killed_because
+    assert time.monotonic() - started < 30
+
+
+def test_without_bubblewrap_untrusted_code_does_not_run(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners import sandbox
+
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    with pytest.raises(sandbox.SandboxUnavailableError, match="bubblewrap"):
+        run_isolated([sys.executable, "-c", "print(1)"], cwd=tmp_path, timeout_s=30,
+                     log_path=tmp_path / "log", env=child_environment(),
+                     policy=sandbox.SandboxPolicy())
+    allowed = run_isolated([sys.executable, "-c", "print('ran')"], cwd=tmp_path, timeout_s=30,
+                           log_path=tmp_path / "log2", env=child_environment(),
+                           policy=sandbox.SandboxPolicy(allow_unsandboxed=True))
+    assert allowed.ok
+    assert not allowed.sandboxed
+    assert "WITHOUT a sandbox" in allowed.log_tail
+
+
+def test_credential_files_are_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.sandbox import find_bwrap, sandbox_environment
+
+    if find_bwrap() is None:
+        pytest.skip("bubblewrap is not installed (scripts/setup installs it)")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY", encoding="utf-8")
+    (home / ".netrc").write_text("machine github.com password hunter2", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    script = (f"import pathlib\nhome = pathlib.Path({str(home)!r})\n"
+              "for path in (home / '.ssh' / 'id_ed25519', home / '.netrc'):\n"
+              "    try:\n        print(path.read_text() or 'empty')\n"
+              "    except OSError as exc:\n        print('denied', type(exc).__name__)\n")
+    outcome = run_isolated([sys.executable, "-c", script], cwd=work, timeout_s=60,
+                           log_path=work / "log", env=sandbox_environment(work),
+                           readable=[home])
+    assert outcome.ok, outcome.log_tail
+    assert "PRIVATE KEY" not in outcome.log_tail
+    assert "hunter2" not in outcome.log_tail

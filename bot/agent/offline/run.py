@@ -12,7 +12,7 @@ from typing import Any
 import runners
 from bot.agent.offline.driver import OfflineResult
 from runners.base import CaseSpec
-from runners.sandbox import child_environment, run_isolated
+from runners.sandbox import SandboxUnavailableError, run_isolated, sandbox_environment
 
 GENERATOR_TIMEOUT_S = 600.0
 
@@ -30,10 +30,14 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
                     "init_args": init_args, "cases": [case.to_json() for case in cases]},
         }
         root = str(Path(runners.__file__).resolve().parent.parent)
-        outcome = run_isolated([sys.executable, "-m", "bot.agent.offline"], cwd=workdir,
-                               timeout_s=timeout_s, log_path=workdir / "generator.log",
-                               env=child_environment({"PYTHONPATH": root}),
-                               stdin_data=json.dumps(envelope))
+        try:
+            outcome = run_isolated([sys.executable, "-m", "bot.agent.offline"], cwd=workdir,
+                                   timeout_s=timeout_s, log_path=workdir / "generator.log",
+                                   env=sandbox_environment(workdir, {"PYTHONPATH": root}),
+                                   stdin_data=json.dumps(envelope),
+                                   readable=[reference, Path(root)])
+        except SandboxUnavailableError as exc:
+            return OfflineResult(status="error", reason=str(exc))
         try:
             return OfflineResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
