@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bot import __version__
-from bot.errors import OpbotError
+from bot.errors import BadInputError, OpbotError
 
 BACKEND_CHOICE = click.Choice(["triton", "ascendc"])
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -62,11 +62,15 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0,
               show_default=True, help="Seconds before a hanging candidate is killed.")
-def verify(ref: Path, impl: Path, backend: str, as_json: bool, timeout_s: float) -> None:
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="A policy file (.opbot.yaml format) over the defaults: sandbox, budgets.")
+def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: float,
+           policy_file: Path | None) -> None:
     """Check IMPL (a .py defining ModelNew, or an operator package) against REF."""
     from bot.verification import verify_candidate
 
     try:
+        _apply_policy(policy_file)
         result = verify_candidate(ref, impl, backend=backend, timeout_s=timeout_s)
     except OpbotError as exc:
         _fail(str(exc))
@@ -97,17 +101,26 @@ def verify(ref: Path, impl: Path, backend: str, as_json: bool, timeout_s: float)
 @click.option("--llm-timeout", "llm_timeout_s", type=click.FloatRange(min=0.1), default=180.0,
               show_default=True, help="Seconds per LLM request (retried on timeouts).")
 @click.option("--hint", default=None, help="Notes for the model (treated as data).")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=6, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(min=1), default=200_000, show_default=True)
-@click.option("--time-budget", "time_budget_s", type=click.FloatRange(min=1), default=1800.0,
-              show_default=True, help="Wall-clock seconds for the whole loop.")
+@click.option("--hint-file", type=click.Path(path_type=Path), default=None,
+              help="Notes for the model from a file (review comments, CI logs).")
+@click.option("--starting-draft", type=click.Path(path_type=Path), default=None,
+              help="A kernel file the model starts from (e.g. the one under review).")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None,
+              help="Drafts at most (default: the policy's, 6).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+              help="LLM tokens at most (default: the policy's budget).")
+@click.option("--time-budget", "time_budget_s", type=click.FloatRange(min=1), default=None,
+              help="Wall-clock seconds for the whole loop (default: the policy's).")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="A policy file (.opbot.yaml format) over the defaults.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="The operator package folder (default: the op.yaml's folder, or ops/<name>).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
              llm_model: str | None, llm_timeout_s: float, hint: str | None,
-             max_attempts: int, max_tokens: int,
-             time_budget_s: float, out: Path | None, as_json: bool) -> None:
+             hint_file: Path | None, starting_draft: Path | None,
+             max_attempts: int | None, max_tokens: int | None, time_budget_s: float | None,
+             policy_file: Path | None, out: Path | None, as_json: bool) -> None:
     """Generate a kernel for REF (an op.yaml or a KernelBench .py), verify it, write it."""
     from bot.agent.llm import llm_configured
     from bot.agent.loop import Budget
@@ -115,10 +128,16 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
     from bot.spec import load_spec
 
     try:
+        policy = _apply_policy(policy_file)
         spec = load_spec(ref)
+        notes = _read_text(hint_file) if hint_file else hint
+        draft = _read_text(starting_draft) if starting_draft else None
         use_llm = llm == "openai" or (llm == "auto" and llm_configured(llm_base_url))
-        choice = _llm_choice(llm_base_url, llm_model, hint, llm_timeout_s) if use_llm else None
-        budget = Budget(attempts=max_attempts, tokens=max_tokens, seconds=time_budget_s)
+        choice = _llm_choice(llm_base_url, llm_model, notes, llm_timeout_s,
+                             draft) if use_llm else None
+        budget = Budget(attempts=max_attempts or policy.attempts,
+                        tokens=max_tokens or policy.token_budget(),
+                        seconds=time_budget_s or policy.wall_seconds)
         target = out or _default_out(ref, spec.name, spec.origin)
         with _progress(not as_json) as progress:
             outcome = run_generate(spec, backend=backend, out=target, progress=progress,
@@ -133,13 +152,32 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
 
 
 def _llm_choice(base_url: str | None, model: str | None, hint: str | None,
-                timeout_s: float) -> Any:
+                timeout_s: float, draft: str | None) -> Any:
     from bot.agent.llm import LLMSettings, OpenAIChatClient
     from bot.agent.loop import LLMChoice
 
     settings = LLMSettings.resolve(base_url=base_url, model=model, timeout_s=timeout_s)
     return LLMChoice(client=OpenAIChatClient(settings), model=settings.model,
-                     api_key=settings.api_key, hint=hint)
+                     api_key=settings.api_key, hint=hint, starting_draft=draft)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")[:200_000]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{path}: cannot read it ({exc})") from None
+
+
+def _apply_policy(path: Path | None) -> Any:
+    """The policy in force: the defaults, with `path` laid over them (its sandbox exported,
+    so the processes this one starts follow it; without `path`, an inherited one stands)."""
+    from bot.policy import load_policy
+
+    if path is None:
+        return load_policy(None)
+    policy = load_policy(_read_text(path), source=str(path))
+    policy.sandbox.export()
+    return policy
 
 
 # -- replay ---------------------------------------------------------------------------------

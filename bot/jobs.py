@@ -13,20 +13,28 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from bot.agent.loop import Budget, GenerateOutcome, LLMChoice
-from bot.agent.loop import generate as run_generation
+from bot.agent.loop import GenerateOutcome
 from bot.agent.transcript import Redactor
 from bot.commands import REGEN_HELP, RegenCommand
 from bot.errors import BadInputError, OpbotError
 from bot.events import Plan
-from bot.forge.base import Forge, ForgeError, Permission, Target, at_least
+from bot.forge.base import Forge, ForgeError, Target, at_least
+from bot.generation_step import generate_without_credentials
 from bot.issue_form import FormError, fence_free, spec_from_issue
+from bot.policy import (
+    REPOSITORY_POLICY_PATH,
+    Policy,
+    PolicyError,
+    default_policy,
+    load_policy,
+)
 from bot.publish import (
     BOT_EMAIL,
+    ChangeLimits,
     GitWorkspace,
     PublishError,
     branch_for,
@@ -42,40 +50,47 @@ from bot.spec import OpSpec, load_spec
 HUMAN_TRIGGERS = {"generate", "regen", "iterate-review"}
 
 
+class SpendLedger(Protocol):
+    """Money spent per repository per day (the server keeps it in its queue database)."""
+
+    def spent_today(self, repo: str) -> float: ...
+    def record(self, repo: str, usd: float) -> None: ...
+
+
+class NoLedger:
+    """Actions mode keeps no state between runs: the daily cap is not enforced there."""
+
+    def spent_today(self, repo: str) -> float:
+        return 0.0
+
+    def record(self, repo: str, usd: float) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class JobSettings:
     bot_login: str | None = None
     allowed_repos: tuple[str, ...] | None = None  # None: any repository (one-repo Actions use)
-    min_permission: Permission = "write"
-    llm: Callable[[str | None, str | None], LLMChoice | None] = lambda hint, draft: None
-    budget: Budget = field(default_factory=Budget)
+    llm_enabled: bool = False  # an OpenAI-compatible endpoint and a model are configured
     log: Callable[[str], None] = lambda message: None
     dashboard_issue: int | None = None
-    nightly_limit: int = 3
+    ledger: SpendLedger = field(default_factory=NoLedger)
+    policy: Policy = field(default_factory=default_policy)
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> JobSettings:
+    def from_environment(cls, environ: Mapping[str, str] | None = None,
+                         ledger: SpendLedger | None = None) -> JobSettings:
+        from bot.agent.llm import llm_configured
+
         env = os.environ if environ is None else environ
         allowed = env.get("OPBOT_ALLOWED_REPOS")
         dashboard = env.get("OPBOT_DASHBOARD_ISSUE", "")
         return cls(bot_login=env.get("OPBOT_BOT_LOGIN") or None,
                    allowed_repos=tuple(item.strip() for item in allowed.split(",")
                                        if item.strip()) if allowed else None,
-                   llm=_llm_from_environment(env),
-                   dashboard_issue=int(dashboard) if dashboard.isdigit() else None)
-
-
-def _llm_from_environment(env: Mapping[str, str]) -> Callable[[str | None, str | None],
-                                                               LLMChoice | None]:
-    def choose(hint: str | None, draft: str | None) -> LLMChoice | None:
-        from bot.agent.llm import LLMSettings, OpenAIChatClient, llm_configured
-
-        if not llm_configured(None, env) or not env.get("OPBOT_LLM_MODEL"):
-            return None
-        settings = LLMSettings.resolve(base_url=None, model=None, environ=env)
-        return LLMChoice(client=OpenAIChatClient(settings), model=settings.model,
-                         api_key=settings.api_key, hint=hint, starting_draft=draft)
-    return choose
+                   llm_enabled=llm_configured(None, env) and bool(env.get("OPBOT_LLM_MODEL")),
+                   dashboard_issue=int(dashboard) if dashboard.isdigit() else None,
+                   ledger=ledger or NoLedger())
 
 
 @dataclass(frozen=True)
@@ -96,17 +111,33 @@ class JobOutcome:
 
 def authorize(plan: Plan, forge: Forge, settings: JobSettings) -> str | None:
     """Why the plan may not run (None: it may)."""
+    policy = settings.policy
     if settings.allowed_repos is not None and plan.repo not in settings.allowed_repos:
         return f"the repository {plan.repo} is not on opbot's allowlist"
+    if not policy.allows_repository(plan.repo):
+        return f"the repository {plan.repo} is not on the policy's list of repositories"
+    if plan.repo and policy.usd_per_day > 0 and (
+            settings.ledger.spent_today(plan.repo) >= policy.usd_per_day):
+        return f"today's budget for {plan.repo} (${policy.usd_per_day:g}) is spent"
     if plan.action not in HUMAN_TRIGGERS:
         return None
     if not plan.actor:
         return "the event names no actor"
     permission = forge.permission(plan.actor)
-    if not at_least(permission, settings.min_permission):
+    if not at_least(permission, policy.min_permission):
         return (f"@{plan.actor} has {permission} permission here; opbot acts for people with "
-                f"{settings.min_permission} permission or above")
+                f"{policy.min_permission} permission or above")
     return None
+
+
+def repository_policy(forge: Forge, log: Callable[[str], None]) -> Policy:
+    """The policy of the repository's default branch (never a PR's), over the defaults."""
+    try:
+        text = forge.file_content(REPOSITORY_POLICY_PATH, forge.default_branch())
+        return load_policy(text)
+    except PolicyError as exc:
+        log(f"ignoring the repository's policy, the defaults stand: {exc}")
+        return default_policy()
 
 
 # -- the work ------------------------------------------------------------------------------
@@ -152,9 +183,16 @@ class _Job:
 
     def generate(self, spec: OpSpec, backend: str, *, hint: str | None = None,
                  draft: str | None = None) -> GenerateOutcome:
-        out = self.workdir / "package" / spec.name
-        return run_generation(spec, backend=backend, out=out, progress=self.settings.log,
-                              llm=self.settings.llm(hint, draft), budget=self.settings.budget)
+        """Generation in its own process, which holds no forge credential (only the LLM's):
+        the agent and what it runs can never reach the token that publishes."""
+        outcome = generate_without_credentials(
+            spec, backend=backend, out=self.workdir / "package" / spec.name,
+            workdir=self.workdir, policy=self.settings.policy,
+            llm=self.settings.llm_enabled, hint=hint, draft=draft)
+        if self.plan.repo:
+            self.settings.ledger.record(self.plan.repo,
+                                        self.settings.policy.cost_usd(outcome.tokens.total))
+        return outcome
 
     def publish(self, spec: OpSpec, outcome: GenerateOutcome) -> tuple[int, str, bool]:
         assert outcome.out is not None
@@ -163,10 +201,13 @@ class _Job:
         base = self.forge.default_branch()
         branch = branch_for(spec.name)
         workspace.start_branch(branch, base)
-        folder = f"ops/{spec.name}"
+        policy = self.settings.policy
+        folder = policy.folder_for(spec.name)
         workspace.replace_folder(folder, outcome.out)
         (workspace.path / folder / "transcript.jsonl").unlink(missing_ok=True)
-        files = check_change(workspace.path, folder)
+        files = check_change(workspace.path, folder, limits=ChangeLimits(
+            forbidden=policy.forbidden_paths, max_file_bytes=policy.max_file_bytes,
+            max_change_bytes=policy.max_change_bytes))
         sha = workspace.commit(f"opbot: {spec.name} kernel ({outcome.attempts} attempt(s))",
                                files)
         head = sha or workspace.git("rev-parse", "HEAD")
@@ -291,8 +332,7 @@ def _iterate(job: _Job, feedback: str, what: str) -> JobOutcome:
         return stopped
     spec = job.spec_from_pull(op, pull.head_sha)
     kernel = job.forge.file_content(f"ops/{op}/triton/{op}.py", pull.head_sha)
-    choice = job.settings.llm(feedback, kernel)
-    if choice is None:
+    if not job.settings.llm_enabled:
         job.status(f"Iterating on {what} needs an LLM: configure OPBOT_LLM_BASE_URL, "
                    "OPBOT_LLM_MODEL and OPBOT_LLM_API_KEY for opbot.")
         return JobOutcome(False, job.plan.action, "no LLM configured")
@@ -344,7 +384,7 @@ def handle_scan(job: _Job) -> JobOutcome:
     from bot.scan import run_scan
 
     return run_scan(job, Redactor.from_environment(), job.settings.dashboard_issue,
-                    job.settings.nightly_limit)
+                    job.settings.policy.nightly_pull_requests)
 
 
 HANDLERS: dict[str, Callable[[_Job], JobOutcome]] = {
@@ -359,6 +399,7 @@ HANDLERS: dict[str, Callable[[_Job], JobOutcome]] = {
 def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
     if plan.action == "ignore":
         return JobOutcome(True, "ignore", plan.reason)
+    settings = replace(settings, policy=repository_policy(forge, settings.log))
     refusal = authorize(plan, forge, settings)
     if refusal is not None:
         if plan.number is not None and plan.action in HUMAN_TRIGGERS:
@@ -377,8 +418,10 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
             return JobOutcome(False, plan.action, str(exc))
 
 
-def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = None) -> JobOutcome:
+def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = None,
+                              ledger: SpendLedger | None = None) -> JobOutcome:
     from bot.forge.registry import connect
+    from bot.forge.retrying import RetryingForge
 
     env = os.environ if environ is None else environ
     if plan.repo is None:
@@ -391,5 +434,5 @@ def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = No
         url = env.get("OPBOT_GITLAB_URL") or env.get("CI_SERVER_URL")
     if not token:
         raise BadInputError(f"no {plan.forge} token: set OPBOT_{plan.forge.upper()}_TOKEN")
-    forge = connect(plan.forge, url=url, token=token, repo=plan.repo)
-    return run_plan(plan, forge, JobSettings.from_environment(env))
+    forge = RetryingForge(connect(plan.forge, url=url, token=token, repo=plan.repo))
+    return run_plan(plan, forge, JobSettings.from_environment(env, ledger))

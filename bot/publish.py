@@ -84,10 +84,21 @@ def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None
 # -- the change ----------------------------------------------------------------------------
 
 
-def check_change(root: Path, allowed_prefix: str) -> list[str]:
+@dataclass(frozen=True)
+class ChangeLimits:
+    forbidden: tuple[str, ...] = (".github/", ".gitlab-ci.yml", ".gitlab/", ".opbot.yaml")
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_change_bytes: int = MAX_CHANGE_BYTES
+
+
+def check_change(root: Path, allowed_prefix: str,
+                 limits: ChangeLimits | None = None) -> list[str]:
     """The files under `root/allowed_prefix`, after the publisher's checks; raise on a breach."""
+    rules = limits or ChangeLimits()
+    if any(allowed_prefix.strip("/").startswith(item.strip("/")) for item in rules.forbidden):
+        raise PublishError(f"{allowed_prefix} is a path the policy forbids the bot to write")
     base = (root / allowed_prefix).resolve()
-    if not base.is_dir():
+    if not base.is_dir() or not base.is_relative_to(root.resolve()):
         raise PublishError(f"nothing to publish under {allowed_prefix}")
     files: list[str] = []
     total = 0
@@ -97,17 +108,15 @@ def check_change(root: Path, allowed_prefix: str) -> list[str]:
             raise PublishError(f"{relative} is a symbolic link: not published")
         if path.is_dir():
             continue
-        if not path.resolve().is_relative_to(base):
-            raise PublishError(f"{relative} escapes {allowed_prefix}")
         data = path.read_bytes()
-        if len(data) > MAX_FILE_BYTES:
-            raise PublishError(f"{relative} is larger than {MAX_FILE_BYTES // 1024} KiB")
+        if len(data) > rules.max_file_bytes:
+            raise PublishError(f"{relative} is larger than {rules.max_file_bytes // 1024} KiB")
         if b"\x00" in data:
             raise PublishError(f"{relative} is a binary file: not published")
         total += len(data)
         files.append(relative)
-    if total > MAX_CHANGE_BYTES:
-        raise PublishError(f"the change is larger than {MAX_CHANGE_BYTES // (1024 * 1024)} MiB")
+    if total > rules.max_change_bytes:
+        raise PublishError(f"the change is larger than {rules.max_change_bytes} bytes")
     return files
 
 

@@ -17,6 +17,10 @@ from typing import Any
 
 MAX_RUNS = 3  # a job that kills its worker this many times is given up
 
+
+def _today() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY,
@@ -33,6 +37,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
+CREATE TABLE IF NOT EXISTS spend (
+    repo TEXT NOT NULL,
+    day TEXT NOT NULL,               -- UTC date
+    usd REAL NOT NULL,
+    PRIMARY KEY (repo, day)
+);
 """
 
 
@@ -108,6 +118,19 @@ class JobQueue:
             self._db.execute("UPDATE jobs SET status = ?, result = ?, updated = ? WHERE id = ?",
                              ("done" if ok else "failed", json.dumps(result), time.time(),
                               job_id))
+
+    # -- money: the policy's daily budget per repository ------------------------------------
+    def spent_today(self, repo: str) -> float:
+        with self._lock:
+            row = self._db.execute("SELECT usd FROM spend WHERE repo = ? AND day = ?",
+                                   (repo, _today())).fetchone()
+        return float(row[0]) if row else 0.0
+
+    def record(self, repo: str, usd: float) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO spend (repo, day, usd) VALUES (?, ?, ?) ON CONFLICT "
+                             "(repo, day) DO UPDATE SET usd = usd + excluded.usd",
+                             (repo, _today(), usd))
 
     def counts(self) -> dict[str, int]:
         with self._lock:

