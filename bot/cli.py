@@ -222,17 +222,20 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
 @click.option("--payload", type=click.Path(path_type=Path), default=None,
               help="The delivery's JSON body; default: GITHUB_EVENT_PATH.")
 @click.option("--dry-run", is_flag=True, help="Touch nothing: print the plan.")
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="A policy file over the defaults (trigger label, sandbox, budgets).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
-def event(forge_name: str | None, event_name: str | None, payload: Path | None,
-          dry_run: bool, as_json: bool) -> None:
+def event(*, forge_name: str | None, event_name: str | None, payload: Path | None,
+          dry_run: bool, policy_file: Path | None, as_json: bool) -> None:
     """Plan (and unless --dry-run, carry out) one webhook delivery or Actions event."""
     from bot.event_input import read_event
 
     try:
+        policy = _apply_policy(policy_file)
         delivery = read_event(forge_name, event_name, payload)
     except OpbotError as exc:
         _fail(str(exc))
-    plan = delivery.plan()
+    plan = delivery.plan(trigger_label=policy.trigger_label)
     if dry_run:
         if as_json:
             _emit_json(plan.to_json())
@@ -263,16 +266,21 @@ def event(forge_name: str | None, event_name: str | None, payload: Path | None,
 @click.option("--dry-run", is_flag=True, help="Log each job's plan instead of acting.")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".opbot-state"),
               show_default=True, help="Where the durable job queue lives.")
-def serve(host: str, port: int, dry_run: bool, state_dir: Path) -> None:
+@click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
+              help="A policy file over the defaults (trigger label, sandbox, budgets).")
+def serve(host: str, port: int, dry_run: bool, state_dir: Path,
+          policy_file: Path | None) -> None:
     """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET)."""
     from bot.server import secrets_from_environment
     from bot.server import serve as run_server
 
     try:
         secrets_from_environment()
+        policy = _apply_policy(policy_file)
     except OpbotError as exc:
         _fail(str(exc))
-    run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir)
+    run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir,
+               trigger_label=policy.trigger_label)
 
 
 # -- doctor ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BadInputError
-from bot.events import Plan, plan_event
+from bot.events import TRIGGER_LABEL, Plan, plan_event
 from bot.forge.base import ForgeName
 
 MAX_PAYLOAD_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
@@ -23,10 +23,12 @@ class Delivery:
     event: str
     payload: Any
 
-    def plan(self, environ: Mapping[str, str] | None = None) -> Plan:
+    def plan(self, environ: Mapping[str, str] | None = None,
+             trigger_label: str = TRIGGER_LABEL) -> Plan:
         env = os.environ if environ is None else environ
         return plan_event(self.forge, self.event, self.payload,
-                          bot_login=env.get(BOT_LOGIN_VARIABLE) or None)
+                          bot_login=env.get(BOT_LOGIN_VARIABLE) or None,
+                          trigger_label=trigger_label)
 
 
 def _forge(name: str | None, env: Mapping[str, str]) -> ForgeName:

@@ -82,6 +82,7 @@ class GenericComment:
     head_sha: str | None = None
     issue_labels: tuple[str, ...] | None = None  # known for issue comments
     review_state: str | None = None
+    trigger_label: str = TRIGGER_LABEL
 
 
 # -- safe payload access -----------------------------------------------------------------
@@ -112,9 +113,17 @@ def _labels(items: Any) -> tuple[str, ...]:
     return tuple(name for name in names if name)
 
 
-def _has_trigger(labels: tuple[str, ...]) -> bool:
+@dataclass(frozen=True)
+class PlanContext:
+    """What planning knows besides the payload: the bot's own login and the trigger label."""
+
+    bot_login: str | None = None
+    trigger_label: str = TRIGGER_LABEL
+
+
+def _has_trigger(labels: tuple[str, ...], trigger: str) -> bool:
     # Forges treat label names case-insensitively; so does the bot.
-    return any(label.lower() == TRIGGER_LABEL for label in labels)
+    return any(label.lower() == trigger.lower() for label in labels)
 
 
 def op_of_branch(branch: str | None) -> str | None:
@@ -141,8 +150,10 @@ def plan_comment(comment: GenericComment) -> Plan:
     command = find_regen(comment.body)
     if command is not None:
         if comment.target == "issue":
-            if comment.issue_labels is not None and not _has_trigger(comment.issue_labels):
-                return plan("ignore", f"/regen on an issue without the {TRIGGER_LABEL} label")
+            if comment.issue_labels is not None and not _has_trigger(comment.issue_labels,
+                                                                     comment.trigger_label):
+                return plan("ignore", f"/regen on an issue without the {comment.trigger_label} "
+                            "label")
             return plan("regen", "/regen on an op request issue", command=command)
         if comment.head_branch is not None and op_of_branch(comment.head_branch) is None:
             return plan("ignore", "/regen on a pull request that is not the bot's")
@@ -169,7 +180,7 @@ def _github_author_is_bot(payload: Any, bot_login: str | None) -> bool:
     return _get(sender, "type") == "Bot" or (bot_login is not None and login == bot_login)
 
 
-def _github_issue_comment(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_issue_comment(payload: Any, event: str, context: PlanContext) -> Plan:
     if _get(payload, "action") != "created":
         return _ignore("github", event, payload, "only new comments are read (not edits or "
                        "deletions)")
@@ -180,12 +191,13 @@ def _github_issue_comment(payload: Any, event: str, bot_login: str | None) -> Pl
         number=_int(_get(issue, "number")), target="pull" if is_pull else "issue",
         body=_str(_get(payload, "comment", "body")) or "",
         author=_str(_get(payload, "comment", "user", "login")),
-        author_is_bot=_github_author_is_bot(payload, bot_login),
+        author_is_bot=_github_author_is_bot(payload, context.bot_login),
         comment_id=_int(_get(payload, "comment", "id")), source="comment",
-        issue_labels=None if is_pull else _labels(_get(issue, "labels"))))
+        issue_labels=None if is_pull else _labels(_get(issue, "labels")),
+        trigger_label=context.trigger_label))
 
 
-def _github_review(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_review(payload: Any, event: str, context: PlanContext) -> Plan:
     if _get(payload, "action") != "submitted":
         return _ignore("github", event, payload, "only submitted reviews are read")
     pull = _get(payload, "pull_request")
@@ -194,13 +206,13 @@ def _github_review(payload: Any, event: str, bot_login: str | None) -> Plan:
         number=_int(_get(pull, "number")), target="pull",
         body=_str(_get(payload, "review", "body")) or "",
         author=_str(_get(payload, "review", "user", "login")),
-        author_is_bot=_github_author_is_bot(payload, bot_login),
+        author_is_bot=_github_author_is_bot(payload, context.bot_login),
         comment_id=_int(_get(payload, "review", "id")), source="review",
         head_branch=_str(_get(pull, "head", "ref")), head_sha=_str(_get(pull, "head", "sha")),
         review_state=(_str(_get(payload, "review", "state")) or "").lower()))
 
 
-def _github_review_comment(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_review_comment(payload: Any, event: str, context: PlanContext) -> Plan:
     if _get(payload, "action") != "created":
         return _ignore("github", event, payload, "only new review comments are read")
     pull = _get(payload, "pull_request")
@@ -209,29 +221,31 @@ def _github_review_comment(payload: Any, event: str, bot_login: str | None) -> P
         number=_int(_get(pull, "number")), target="pull",
         body=_str(_get(payload, "comment", "body")) or "",
         author=_str(_get(payload, "comment", "user", "login")),
-        author_is_bot=_github_author_is_bot(payload, bot_login),
+        author_is_bot=_github_author_is_bot(payload, context.bot_login),
         comment_id=_int(_get(payload, "comment", "id")), source="review_comment",
         head_branch=_str(_get(pull, "head", "ref")), head_sha=_str(_get(pull, "head", "sha"))))
 
 
-def _github_issues(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_issues(payload: Any, event: str, context: PlanContext) -> Plan:
     action = _get(payload, "action")
     issue = _get(payload, "issue")
     labels = _labels(_get(issue, "labels"))
     added = _str(_get(payload, "label", "name")) or ""
-    triggered = (action == "labeled" and _has_trigger((added,))) or (
-        action == "opened" and _has_trigger(labels))
+    trigger = context.trigger_label
+    triggered = (action == "labeled" and _has_trigger((added,), trigger)) or (
+        action == "opened" and _has_trigger(labels, trigger))
     if not triggered:
         return _ignore("github", event, payload, f"an issue event ({action}) that does not add "
-                       f"the {TRIGGER_LABEL} label")
+                       f"the {context.trigger_label} label")
     body = _str(_get(issue, "body")) or ""
-    return Plan(action="generate", reason=f"an issue labelled {TRIGGER_LABEL}", forge="github",
+    return Plan(action="generate", reason=f"an issue labelled {context.trigger_label}",
+                forge="github",
                 event=event, repo=_str(_get(payload, "repository", "full_name")),
                 number=_int(_get(issue, "number")), op=op_name_from_body(body),
                 actor=_str(_get(payload, "sender", "login")), target="issue")
 
 
-def _github_ci(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_ci(payload: Any, event: str, context: PlanContext) -> Plan:
     key = {"check_run": "check_run", "check_suite": "check_suite",
            "workflow_run": "workflow_run"}[event]
     item = _get(payload, key)
@@ -257,7 +271,7 @@ def _github_ci(payload: Any, event: str, bot_login: str | None) -> Plan:
                 target="pull", head_branch=branch, head_sha=sha)
 
 
-def _github_dispatch(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _github_dispatch(payload: Any, event: str, context: PlanContext) -> Plan:
     """Work `opbot serve` handed to the Actions fleet: the plan travels in the payload."""
     if _get(payload, "action") != "opbot":
         return _ignore("github", event, payload, "a repository_dispatch that is not opbot's")
@@ -270,8 +284,8 @@ def _github_dispatch(payload: Any, event: str, bot_login: str | None) -> Plan:
         return _ignore("github", event, payload, f"an opbot dispatch with a bad plan: {exc}")
 
 
-def _schedule(forge: ForgeName) -> Callable[[Any, str, str | None], Plan]:
-    def plan(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _schedule(forge: ForgeName) -> Callable[[Any, str, PlanContext], Plan]:
+    def plan(payload: Any, event: str, context: PlanContext) -> Plan:
         repo = _str(_get(payload, "repository", "full_name")) or _str(
             _get(payload, "project", "path_with_namespace"))
         return Plan(action="scan", reason="the nightly schedule", forge=forge, event=event,
@@ -279,7 +293,7 @@ def _schedule(forge: ForgeName) -> Callable[[Any, str, str | None], Plan]:
     return plan
 
 
-_GITHUB: dict[str, Callable[[Any, str, str | None], Plan]] = {
+_GITHUB: dict[str, Callable[[Any, str, PlanContext], Plan]] = {
     "issues": _github_issues,
     "issue_comment": _github_issue_comment,
     "pull_request_review": _github_review,
@@ -299,28 +313,31 @@ def _gitlab_repo(payload: Any) -> str | None:
     return _str(_get(payload, "project", "path_with_namespace"))
 
 
-def _gitlab_issue(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _gitlab_issue(payload: Any, event: str, context: PlanContext) -> Plan:
     attributes = _get(payload, "object_attributes")
     action = _get(attributes, "action")
     labels = _labels(_get(payload, "labels")) or _labels(_get(attributes, "labels"))
     previous = _labels(_get(payload, "changes", "labels", "previous"))
     current = _labels(_get(payload, "changes", "labels", "current"))
-    added = _has_trigger(current) and not _has_trigger(previous)
-    triggered = (action == "open" and _has_trigger(labels)) or (action == "update" and added)
+    trigger = context.trigger_label
+    added = _has_trigger(current, trigger) and not _has_trigger(previous, trigger)
+    triggered = (action == "open" and _has_trigger(labels, trigger)) or (
+        action == "update" and added)
     if not triggered:
         return _ignore("gitlab", event, payload, f"an issue event ({action}) that does not add "
-                       f"the {TRIGGER_LABEL} label")
-    return Plan(action="generate", reason=f"an issue labelled {TRIGGER_LABEL}", forge="gitlab",
+                       f"the {context.trigger_label} label")
+    return Plan(action="generate", reason=f"an issue labelled {context.trigger_label}",
+                forge="gitlab",
                 event=event, repo=_gitlab_repo(payload), number=_int(_get(attributes, "iid")),
                 op=op_name_from_body(_str(_get(attributes, "description")) or ""),
                 actor=_str(_get(payload, "user", "username")), target="issue")
 
 
-def _gitlab_note(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _gitlab_note(payload: Any, event: str, context: PlanContext) -> Plan:
     attributes = _get(payload, "object_attributes")
     noteable = _get(attributes, "noteable_type")
     author = _str(_get(payload, "user", "username"))
-    is_bot = bot_login is not None and author == bot_login
+    is_bot = context.bot_login is not None and author == context.bot_login
     common: dict[str, Any] = {
         "forge": "gitlab", "event": event, "repo": _gitlab_repo(payload),
         "body": _str(_get(attributes, "note")) or "", "author": author,
@@ -328,7 +345,8 @@ def _gitlab_note(payload: Any, event: str, bot_login: str | None) -> Plan:
     if noteable == "Issue":
         return plan_comment(GenericComment(
             number=_int(_get(payload, "issue", "iid")), target="issue", source="comment",
-            issue_labels=_labels(_get(payload, "issue", "labels")), **common))
+            issue_labels=_labels(_get(payload, "issue", "labels")),
+            trigger_label=context.trigger_label, **common))
     if noteable == "MergeRequest":
         request = _get(payload, "merge_request")
         in_review = _get(attributes, "type") in ("DiffNote", "DiscussionNote")
@@ -340,14 +358,14 @@ def _gitlab_note(payload: Any, event: str, bot_login: str | None) -> Plan:
     return _ignore("gitlab", event, payload, f"a note on a {noteable or 'unknown object'}")
 
 
-def _gitlab_pipeline(payload: Any, event: str, bot_login: str | None) -> Plan:
+def _gitlab_pipeline(payload: Any, event: str, context: PlanContext) -> Plan:
     attributes = _get(payload, "object_attributes")
     status = _str(_get(attributes, "status"))
     branch = _str(_get(attributes, "ref"))
     op = op_of_branch(branch)
     if _get(attributes, "source") == "schedule" and op is None:
         if status in ("created", "pending", "running"):
-            return _schedule("gitlab")(payload, event, bot_login)
+            return _schedule("gitlab")(payload, event, context)
         return _ignore("gitlab", event, payload, f"a scheduled pipeline now {status}")
     if op is None:
         return _ignore("gitlab", event, payload, f"a pipeline on {branch or 'an unknown ref'}, "
@@ -361,7 +379,7 @@ def _gitlab_pipeline(payload: Any, event: str, bot_login: str | None) -> Plan:
                 head_branch=branch, head_sha=_str(_get(attributes, "sha")))
 
 
-_GITLAB: dict[str, Callable[[Any, str, str | None], Plan]] = {
+_GITLAB: dict[str, Callable[[Any, str, PlanContext], Plan]] = {
     "Issue Hook": _gitlab_issue,
     "Note Hook": _gitlab_note,
     "Pipeline Hook": _gitlab_pipeline,
@@ -374,8 +392,8 @@ def _ignore(forge: ForgeName, event: str, payload: Any, reason: str) -> Plan:
     return Plan(action="ignore", reason=reason, forge=forge, event=event, repo=repo)
 
 
-def plan_event(forge: ForgeName, event: str, payload: Any, *,
-               bot_login: str | None = None) -> Plan:
+def plan_event(forge: ForgeName, event: str, payload: Any, *, bot_login: str | None = None,
+               trigger_label: str = TRIGGER_LABEL) -> Plan:
     """The plan for one delivery; unknown events and malformed payloads are `ignore`."""
     handlers = _GITHUB if forge == "github" else _GITLAB
     handler = handlers.get(event)
@@ -384,6 +402,6 @@ def plan_event(forge: ForgeName, event: str, payload: Any, *,
     if not isinstance(payload, Mapping):
         return _ignore(forge, event, payload, "the payload is not a JSON object")
     try:
-        return handler(payload, event, bot_login)
+        return handler(payload, event, PlanContext(bot_login, trigger_label))
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
         return _ignore(forge, event, payload, f"a malformed payload ({type(exc).__name__})")

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from bot.agent.transcript import Redactor
 from bot.errors import BadInputError
-from bot.events import Plan, plan_event
+from bot.events import TRIGGER_LABEL, Plan, plan_event
 from bot.forge.base import ForgeName
 from bot.queue import JobQueue
 
@@ -80,6 +80,7 @@ class ServerSettings:
     dry_run: bool
     bot_login: str | None = None
     execute: Callable[[Plan], dict[str, Any]] | None = None
+    trigger_label: str = TRIGGER_LABEL
     redactor: Redactor = field(default_factory=Redactor.from_environment)
 
 
@@ -99,7 +100,8 @@ def _accept(settings: ServerSettings, forge: ForgeName, event: str, payload: Any
             delivery: str | None) -> JSONResponse:
     if delivery and not settings.queue.first_delivery(f"{forge}:{delivery}"):
         return _answer(200, status="duplicate", delivery=delivery)
-    plan = plan_event(forge, event, payload, bot_login=settings.bot_login)
+    plan = plan_event(forge, event, payload, bot_login=settings.bot_login,
+                      trigger_label=settings.trigger_label)
     job = None
     if plan.action != "ignore":
         job = settings.queue.enqueue(job_key(plan), plan.to_json())
@@ -194,7 +196,8 @@ def work(settings: ServerSettings, stop: threading.Event) -> None:
             settings.queue.finish(job.id, False, {"error": type(exc).__name__})
 
 
-def serve(*, host: str, port: int, dry_run: bool, state_dir: Path) -> None:
+def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
+          trigger_label: str = TRIGGER_LABEL) -> None:
     import uvicorn
 
     from bot.jobs import run_plan_from_environment
@@ -204,5 +207,6 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path) -> None:
     settings = ServerSettings(
         secrets=secrets_from_environment(), queue=queue,
         dry_run=dry_run, bot_login=os.environ.get("OPBOT_BOT_LOGIN") or None,
+        trigger_label=trigger_label,
         execute=lambda plan: run_plan_from_environment(plan, ledger=queue).to_json())
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")

@@ -334,3 +334,12 @@ def test_labels_match_whatever_their_case() -> None:
     _labelled(payload)
     payload["label"]["name"] = "Op-Request"
     assert plan_event("github", "issues", payload).action == "generate"
+
+
+def test_the_trigger_label_comes_from_the_policy() -> None:
+    payload = _load("github/issues/labeled.1.json")
+    _labelled(payload)
+    payload["label"]["name"] = "kernel-request"
+    assert plan_event("github", "issues", payload).action == "ignore"
+    plan = plan_event("github", "issues", payload, trigger_label="kernel-request")
+    assert plan.action == "generate"

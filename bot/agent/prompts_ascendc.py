@@ -1,0 +1,155 @@
+"""Prompts for drafting Ascend C kernels: the programming model, the contract, an example.
+
+The model writes one file, the kernel source; opbot renders everything around it (host
+tiling, torch binding, CMake, tests) from runners/ascendc/package.py, so the contract below
+is what that code expects. Prompts are tagged by toolchain generation ("legacy": CANN <=
+8.3, "asc": CANN 9.x) because the kernel qualifiers, pointer types and launch differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+from runners.ascendc.package import KERNEL_DTYPES, Generation, kernel_file_name, make_names
+
+_GENERATION_NOTES: dict[str, str] = {
+    "legacy": """Toolchain: CANN <= 8.3 (the "legacy" generation)
+- The kernel file is a .cpp built by ascendc.cmake's ascendc_library(); the host launches \
+each entry with ACLRT_LAUNCH_KERNEL(<entry>)(blockDim, stream, args...) from the generated \
+aclrtlaunch_<entry>.h.
+- Entries are `extern "C" __global__ __aicore__ void <entry>(GM_ADDR x, ...)`; GM_ADDR is \
+`__gm__ uint8_t*`.
+- CPU twin debugging uses tikicpulib (ICPU_RUN_KF); the macro __CCE_KT_TEST__ or \
+ASCENDC_CPU_DEBUG marks CPU builds. The profiler is `msprof op`.""",
+    "asc": """Toolchain: CANN 9.x (the "asc" generation, ASC language)
+- The kernel file is a .asc built with find_package(ASC) and --npu-arch=dav-2201; the \
+host includes it and launches `<entry><<<numBlocks, 0, stream>>>(args...)` (the second \
+argument is dynUBufSize, 0).
+- Entries are `extern "C" __global__ __vector__ void <entry>(__gm__ uint8_t* x, ...)`; \
+pointers are spelled with __gm__ (no GM_ADDR), and there are no aclrtlaunch_* headers.
+- CPU twin debugging builds the same source with CMAKE_ASC_RUN_MODE=cpu (macro \
+ASCENDC_CPU_DEBUG); qualifiers become empty there, so never overload on __gm__ alone. The \
+profiler is `msopprof`.""",
+}
+
+_MODEL = """You are an expert Ascend C engineer writing vector (AIV) kernels for Huawei \
+Ascend NPUs (Atlas A2/A3, dav-2201). Your kernel is built, tested against a PyTorch \
+reference on the NPU, then timed.
+
+The Ascend C programming model
+- A launch runs numBlocks blocks; a vector-only kernel's blocks are AIV cores (A2/A3 have \
+separate cube (AIC) and vector (AIV) cores, 1 AIC : 2 AIV per AI Core). Each block reads \
+AscendC::GetBlockIdx() and works on its own range of global memory (GM).
+- Data moves GM -> UB (the core's 192 KB Unified Buffer; 8 KB + 256 B of it are reserved, \
+the rest is yours) -> vector unit -> UB -> GM. UB buffers are 32-byte aligned.
+- One AscendC::TPipe owns the UB. AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> \
+queues carry tiles in, VECOUT queues carry results out; pipe.InitBuffer(queue, BUFFER_NUM, \
+bytes) sizes them. With BUFFER_NUM = 2 (double buffering) the copy-in of tile i+1 overlaps \
+the compute of tile i.
+- Every tile follows CopyIn -> Compute -> CopyOut: CopyIn: AllocTensor, DataCopyPad GM->UB, \
+EnQue. Compute: DeQue inputs, AllocTensor the output, vector ops, EnQue the output, \
+FreeTensor the inputs. CopyOut: DeQue, DataCopyPad UB->GM, FreeTensor. Every AllocTensor \
+has exactly one EnQue, DeQue and FreeTensor.
+- Temporaries live in AscendC::TBuf<AscendC::TPosition::VECCALC> scratch (pipe.InitBuffer(buf, \
+bytes); buf.Get<float>()); slice it with tensor[offset] at 32-byte-aligned offsets.
+- Plain DataCopy moves whole 32-byte blocks only. Sizes are rarely multiples of 32 bytes: \
+move tiles with AscendC::DataCopyPad(dst, src, AscendC::DataCopyExtParams{1, bytes, 0, 0, \
+0}, AscendC::DataCopyPadExtParams<T>{false, 0, 0, 0}) (UB->GM takes no pad params).
+- Vector APIs take (dst, src..., count) on LocalTensors: Add, Sub, Mul, Div, Max, Min; \
+Adds, Muls, Maxs, Mins, LeakyRelu with a scalar of the tensor's type (write 0.5f, not 0.5); \
+Exp, Ln, Abs, Sqrt, Relu; Duplicate(dst, value, count); Cast(dst, src, \
+AscendC::RoundMode::CAST_NONE, count) between half and float. An operand may be the \
+destination only if they overlap completely; never partially.
+- Compute float16 in float32: Cast the input tile to a float scratch tile, compute, Cast back.
+- Compose what has no basic instruction: sigmoid(x) = 1 / (1 + exp(-x)); \
+tanh(x) = 2 / (1 + exp(-2x)) - 1; prefer Div into a tile of ones over Reciprocal/Rsqrt.
+- Core counts and UB size are never constants in code: the host reads GetCoreNumAiv() and \
+GetCoreMemSize(UB) from PlatformAscendCManager at run time and passes you the split.
+- Include only "kernel_operator.h". Internal headers (inner_*, impl/) vanish between CANN \
+releases.
+- Give every dtype its own plain `extern "C"` entry around a templated kernel class: \
+templated entry names are mangled differently across CANN releases."""
+
+_CONTRACT = """The contract (opbot writes the host side to match it)
+- Write ONE file, {kernel_file}, with these entries (one per dtype):
+{entries}
+- The host passes totalLength (elements of every input and output, all the same shape, \
+contiguous), blockLength (elements per block, a multiple of 32 bytes; the last block takes \
+what is left: length = min(blockLength, totalLength - GetBlockIdx() * blockLength)) and \
+tileLength (elements per UB tile, a multiple of 32 bytes; a block's last tile may be \
+shorter), launching blockDim = ceil(totalLength / blockLength) blocks.
+- Declare `constexpr uint32_t COMPUTE_SLOTS = <n>;`: the float32 scratch tiles your Compute \
+uses. The host picks tileLength so that BUFFER_NUM x {queues} queues x tileLength x \
+sizeof(T) plus (COMPUTE_SLOTS + {widen} more for float16) x tileLength x 4 bytes fit the \
+usable UB: use no more than that (one TQue per input and per output, BUFFER_NUM = 2, one \
+TBuf of the scratch).
+- Outputs: {outputs}. Inputs, in order: {inputs}.
+
+Reply with the complete file in one fenced block whose info string names it:
+```cpp file={kernel_file}
+...
+```"""
+
+
+def system_prompt(generation: Generation) -> str:
+    """The programming model, then what differs in this toolchain generation."""
+    return f"{_MODEL}\n\n{_GENERATION_NOTES[generation]}"
+
+
+def kernel_contract(op: str, *, inputs: Sequence[str], outputs: int, dtypes: Sequence[str],
+                    generation: Generation) -> str:
+    """The per-operator part: file name, entry signatures, the tiling the host passes."""
+    pointer = "GM_ADDR" if generation == "legacy" else "__gm__ uint8_t*"
+    qualifier = "__aicore__" if generation == "legacy" else "__vector__"
+    derived = make_names(op, inputs, outputs)  # the names the host code uses
+    names = [*derived.inputs, *derived.outputs]
+    params = ", ".join(f"{pointer} {name}" for name in names)
+    entries = "\n".join(
+        f'  extern "C" __global__ {qualifier} void {op}_{dtype}({params}, uint32_t '
+        f"totalLength, uint32_t blockLength, uint32_t tileLength)  // T = "
+        f"{KERNEL_DTYPES[dtype].ctype}" for dtype in dtypes)
+    return _CONTRACT.format(kernel_file=kernel_file_name(op, generation), entries=entries,
+                            queues=len(inputs) + outputs, widen=len(inputs) + outputs,
+                            outputs=", ".join(derived.outputs),
+                            inputs=", ".join(derived.inputs))
+
+
+@cache
+def worked_example(generation: Generation) -> str:
+    """The kernel opbot's offline generator writes for exact GELU, float32 and float16:
+    the elementwise category, with scratch slots, a composed activation and widening."""
+    import sympy
+    import torch
+
+    from bot.agent.offline.graph import Graph, Node
+    from runners.ascendc.offline import Generated, PackageOptions, generate
+
+    size = sympy.Symbol("s0", positive=True, integer=True)
+    graphs = []
+    for dtype in (torch.float32, torch.float16):
+        x = Node("x", "input", "input", [], (size,), dtype, source="user:0")
+        gelu = Node("gelu", "pointwise", "gelu", [x], (size,), dtype,
+                    params={"approximate": "none"})
+        x.users.append(gelu)
+        graphs.append(Graph(nodes=[x, gelu], inputs=[x], attributes=[], outputs=[gelu],
+                            output_is_tuple=False, output_container="tensor",
+                            user_input_names=["x"], user_input_constants={}))
+    result = generate(graphs, "gelu", PackageOptions(generation=generation))
+    if not isinstance(result, Generated):  # the generator always covers gelu
+        raise RuntimeError(f"the worked example did not generate: {result.reason}")
+    return result.files[f"ascendc/{kernel_file_name('gelu', generation)}"]
+
+
+def first_request(op: str, reference_source: str, *, inputs: Sequence[str], outputs: int,
+                  dtypes: Sequence[str], generation: Generation) -> str:
+    """The opening user message: the reference, the contract, a worked example."""
+    example = worked_example(generation)
+    return "\n\n".join([
+        f"Operator: {op}",
+        f"The reference (PyTorch):\n```python\n{reference_source.strip()}\n```",
+        kernel_contract(op, inputs=inputs, outputs=outputs, dtypes=dtypes,
+                        generation=generation),
+        "A worked example of the same category (elementwise: exact GELU), written for the "
+        f"same contract:\n```cpp\n{example.strip()}\n```",
+    ])
