@@ -71,9 +71,14 @@ def read_marker(body: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _public(text: str) -> str:
+    """What may be posted: known secrets redacted, within the forge's limit."""
+    return trim(Redactor.from_environment().text(text))
+
+
 def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None) -> Comment:
     """Edit the bot's status comment in place; create it the first time."""
-    body = trim(f"{STATUS_MARKER}\n{text}")
+    body = _public(f"{STATUS_MARKER}\n{text}")
     for comment in forge.list_comments(target):
         mine = bot_login is None or comment.author == bot_login
         if mine and comment.body.startswith(STATUS_MARKER):
@@ -188,9 +193,9 @@ def publish_pull_request(forge: Forge, *, branch: str, base: str, title: str, bo
     """The PR for `branch`, created or updated; True when it was created."""
     existing = forge.find_pull_request(branch)
     if existing is not None:
-        return forge.update_pull_request(existing.number, title=title, body=trim(body)), False
+        return forge.update_pull_request(existing.number, title=title, body=_public(body)), False
     created = forge.create_pull_request(PullRequestDraft(
-        head_branch=branch, base_branch=base, title=title, body=trim(body),
+        head_branch=branch, base_branch=base, title=title, body=_public(body),
         labels=list(labels)))
     if labels:
         forge.add_labels(Target("pull", created.number), list(labels))

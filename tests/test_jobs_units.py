@@ -32,3 +32,30 @@ def test_trimming_fits_the_forge_limit() -> None:
     assert cut.startswith("start")
     assert cut.endswith("end")
     assert "characters cut" in cut
+
+
+def test_posted_text_never_carries_a_known_secret(monkeypatch: object) -> None:
+    import pytest
+
+    from bot.forge.base import Comment, Target
+    from bot.publish import upsert_status
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("OPBOT_GITHUB_TOKEN", "ghp_do_not_post_me_123")
+    posted: list[str] = []
+
+    class Recorder:
+        def list_comments(self, target: Target) -> list[Comment]:
+            return []
+
+        def create_comment(self, target: Target, body: str) -> Comment:
+            posted.append(body)
+            return Comment(1, body, "opbot")
+
+    try:
+        upsert_status(Recorder(), Target("issue", 1),  # type: ignore[arg-type]
+                      "failed: git push https://x:ghp_do_not_post_me_123@host", "opbot")
+    finally:
+        patch.undo()
+    assert "ghp_do_not_post_me_123" not in posted[0]
+    assert "[REDACTED]" in posted[0]
