@@ -32,3 +32,7 @@ class SpecError(BadInputError):
         if self.field:
             return f"{where}: field '{self.field}': {self.detail}"
         return f"{where}: {self.detail}"
+
+
+class BackendUnavailableError(OpbotError):
+    """The chosen backend's toolchain or device is missing on this machine."""

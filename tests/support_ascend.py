@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from runners.ascendc.backend import StepOutcome
+from runners.ascendc.package import Step
 from tests.support import DATA, REPO
 
 ASCEND = DATA / "ascend"
@@ -50,3 +52,32 @@ def real_sample(relative: str) -> Path:
 
 def read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
+
+
+JUNIT_PASS = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[shape0-float32]"/>
+<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[tail33-float16]"/>
+</testsuite></testsuites>"""
+
+
+class RecordingStepRunner:
+    """Plays a runner: each step answers from a table; the test step writes a JUnit file."""
+
+    def __init__(self, outcomes: dict[str, tuple[int, str]] | None = None,
+                 junit: str | None = JUNIT_PASS, bench: str = "") -> None:
+        self.outcomes = outcomes or {}
+        self.junit = junit
+        self.bench = bench
+        self.steps: list[Step] = []
+
+    def __call__(self, step: Step, cwd: Path) -> StepOutcome:
+        self.steps.append(step)
+        code, output = self.outcomes.get(step.name, (0, f"{step.name}: ok"))
+        if step.name == "test" and self.junit is not None:
+            report = next(arg.split("=", 1)[1] for arg in step.argv
+                          if arg.startswith("--junitxml="))
+            (cwd / report).parent.mkdir(parents=True, exist_ok=True)
+            (cwd / report).write_text(self.junit)
+        if step.name == "time":
+            output = self.bench
+        return StepOutcome(step.name, code, 0.5, output, timed_out=code == 124)

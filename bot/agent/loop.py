@@ -287,11 +287,9 @@ def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
              llm: LLMChoice | None = None, budget: Budget | None = None,
              timeout_s: float = 600.0) -> GenerateOutcome:
     budget = budget or Budget()
-    if backend != "triton":
-        return GenerateOutcome(
-            op=spec.name, status="unsupported", attempts=0, backend=backend, out=None,
-            message="opbot drafts Triton kernels only for now; the Ascend C backend needs "
-            "CANN and is not available here", stopped_because="unsupported")
+    if backend == "ascendc":
+        return _generate_ascendc(spec, out=out, progress=progress, llm=llm,
+                                 timeout_s=timeout_s)
     redactor = Redactor.from_environment(extra=[llm.api_key if llm else None])
     with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
         workdir = Path(tmp)
@@ -315,6 +313,21 @@ def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
             outcome.transcript = outcome.out / TRANSCRIPT_NAME
             shutil.copyfile(transcript.path, outcome.transcript)
         return outcome
+
+
+def _generate_ascendc(spec: OpSpec, *, out: Path, progress: Progress, llm: LLMChoice | None,
+                      timeout_s: float) -> GenerateOutcome:
+    from bot.agent.ascendc_flow import generate_ascendc
+
+    notes = ["the LLM loop drafts Triton only for now; this Ascend C package is the offline "
+             "generator's"] if llm is not None else []
+    with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
+        result = generate_ascendc(spec, out=out, workdir=Path(tmp), progress=progress,
+                                  timeout_s=timeout_s)
+    return GenerateOutcome(op=spec.name, status=result.status, attempts=1, backend="ascendc",
+                           out=result.out, verification=result.verification,
+                           unsupported_ops=result.unsupported_ops, message=result.message,
+                           stopped_because=result.stopped_because, notes=notes)
 
 
 def _run(spec: OpSpec, *, reference: Path, workdir: Path, out: Path, backend: str,

@@ -122,8 +122,8 @@ def worked_example(generation: Generation) -> str:
     import sympy
     import torch
 
+    from bot.agent.offline.ascendc import Generated, PackageOptions, generate
     from bot.agent.offline.graph import Graph, Node
-    from runners.ascendc.offline import Generated, PackageOptions, generate
 
     size = sympy.Symbol("s0", positive=True, integer=True)
     graphs = []

@@ -15,13 +15,18 @@ def main() -> int:
     result_path = Path(envelope["result"])
     job = envelope["job"]
     try:
-        from bot.agent.offline.driver import generate
+        from bot.agent.offline.driver import generate, generate_ascendc
 
         cases = [CaseSpec(name=item["name"], seed=int(item["seed"]),
                           inputs=[InputCase(**entry) for entry in item["inputs"]])
                  for item in job.get("cases") or []]
-        result = generate(Path(job["reference"]), init_args=job.get("init_args"), cases=cases,
-                          op_name=str(job["op"])).to_json()
+        if job.get("backend") == "ascendc":
+            result = generate_ascendc(Path(job["reference"]), init_args=job.get("init_args"),
+                                      cases=cases, op_name=str(job["op"]),
+                                      generation=str(job.get("generation", "legacy"))).to_json()
+        else:
+            result = generate(Path(job["reference"]), init_args=job.get("init_args"),
+                              cases=cases, op_name=str(job["op"])).to_json()
     except Exception as exc:  # noqa: BLE001 - a generator bug is reported, never a crash
         result = {"status": "error", "reason": f"the offline generator failed: "
                   f"{type(exc).__name__}: {exc}", "log": traceback.format_exc()[-4000:]}

@@ -21,17 +21,21 @@ class OfflineResult:
     kernels: list[str] = field(default_factory=list)
     unsupported_ops: list[str] = field(default_factory=list)
     reason: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # Ascend C: the package's files
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "source": self.source, "kernels": self.kernels,
-                "unsupported_ops": self.unsupported_ops, "reason": self.reason}
+                "unsupported_ops": self.unsupported_ops, "reason": self.reason,
+                "files": self.files}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OfflineResult:
         return cls(status=str(data.get("status", "error")), source=str(data.get("source", "")),
                    kernels=list(data.get("kernels", [])),
                    unsupported_ops=list(data.get("unsupported_ops", [])),
-                   reason=str(data.get("reason", "")))
+                   reason=str(data.get("reason", "")),
+                   files={str(key): str(value)
+                          for key, value in (data.get("files") or {}).items()})
 
 
 def _load_reference(path: Path) -> Any:
@@ -65,6 +69,25 @@ def example_inputs(module: Any, cases: list[CaseSpec]) -> list[list[Any]]:
         values = prepare_spec_case(case).inputs
         examples.setdefault(_signature(values), values)
     return list(examples.values())
+
+
+def generate_ascendc(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSpec],
+                     op_name: str, generation: str) -> OfflineResult:
+    """The Ascend C package for an elementwise reference (see bot.agent.offline.ascendc)."""
+    from bot.agent.offline.ascendc import PackageOptions, Unsupported, generate_from_reference
+
+    options = PackageOptions(generation="asc" if generation == "asc" else "legacy",
+                             cases=tuple(case.to_json() for case in cases))
+    try:
+        result = generate_from_reference(reference, op_name, cases=cases, init_args=init_args,
+                                         options=options)
+    except Exception as exc:  # noqa: BLE001 - the reference is user code
+        return OfflineResult(status="error", reason=f"the reference failed to run: "
+                             f"{type(exc).__name__}: {exc}")
+    if isinstance(result, Unsupported):
+        return OfflineResult(status="unsupported", unsupported_ops=list(result.ops),
+                             reason=result.reason)
+    return OfflineResult(status="generated", files=dict(result.files))
 
 
 def generate(reference: Path, *, init_args: list[Any] | None, cases: list[CaseSpec],

@@ -18,8 +18,8 @@ GENERATOR_TIMEOUT_S = 600.0
 
 
 def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | None,
-                       cases: list[CaseSpec],
-                       timeout_s: float = GENERATOR_TIMEOUT_S) -> OfflineResult:
+                       cases: list[CaseSpec], timeout_s: float = GENERATOR_TIMEOUT_S,
+                       backend: str = "triton", generation: str = "legacy") -> OfflineResult:
     """Trace the reference and write a Triton candidate, in a child process with a timeout."""
     with tempfile.TemporaryDirectory(prefix="opbot-generate-") as tmp:
         workdir = Path(tmp)
@@ -27,7 +27,8 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
         envelope = {
             "result": str(result_path),
             "job": {"reference": str(reference.resolve()), "op": op_name,
-                    "init_args": init_args, "cases": [case.to_json() for case in cases]},
+                    "init_args": init_args, "cases": [case.to_json() for case in cases],
+                    "backend": backend, "generation": generation},
         }
         root = str(Path(runners.__file__).resolve().parent.parent)
         try:

@@ -1,0 +1,253 @@
+"""A Python mirror of the host tiling that generated Ascend C packages carry.
+
+The generated `<op>_tiling.h` computes, at run time, how a flat elementwise problem is split
+over the vector cores and into UB tiles; the kernel then walks exactly the ranges derived
+here. Nothing on this machine can run the real thing, so this module does the same
+arithmetic in Python (`plan_tiling` is line for line `ComputeTiling`) and `check_tiling`
+replays the kernel's index arithmetic for any plan, generated or written by a model, and
+says what is wrong in words the agent can act on.
+
+Facts from the Ascend C docs that the rules encode:
+- UB is 192 KB on dav-2201 (Atlas A2/A3), of which 8 KB + 256 B are reserved by default;
+- UB buffers and plain DataCopy lengths are 32-byte multiples; DataCopyPad moves any
+  number of bytes, so tails that are no 32-byte multiple need it;
+- numBlocks lies in [1, 65535] and should not exceed the physical vector core count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+BUFFER_NUM = 2  # double buffering: copy-in of tile i+1 overlaps compute of tile i
+BLOCK_BYTES = 32  # UB and plain DataCopy work in 32-byte blocks
+UB_BYTES_DAV_2201 = 192 * 1024
+UB_RESERVED_BYTES = 8 * 1024 + 256
+MAX_BLOCK_DIM = 65535
+UINT32_MAX = 2**32 - 1
+FLOAT_BYTES = 4  # scratch tiles hold float32: inputs are widened before computing
+
+CopyKind = Literal["pad", "plain"]
+
+
+@dataclass(frozen=True)
+class TilingConfig:
+    """The problem and the machine, as the host sees them at launch time."""
+
+    total: int  # elements of each (same-shaped) input and output
+    dtype_bytes: int  # storage bytes per element of the queued tensors
+    cores: int  # vector cores: GetCoreNumAiv()
+    ub_bytes: int = UB_BYTES_DAV_2201  # GetCoreMemSize(CoreMemType::UB, ...)
+    buffer_num: int = BUFFER_NUM
+    queues: int = 2  # TQue count: one per input and one per output
+    scratch_bytes_per_element: int = 0  # TBuf bytes per tile element (float32 slots x 4)
+    reserved_bytes: int = UB_RESERVED_BYTES
+    copy: CopyKind = "pad"  # how the kernel moves GM<->UB: DataCopyPad or plain DataCopy
+
+    @property
+    def usable_ub(self) -> int:
+        return self.ub_bytes - self.reserved_bytes
+
+    @property
+    def align_elements(self) -> int:
+        """Elements per 32-byte block: tile and block lengths are multiples of it."""
+        return max(1, BLOCK_BYTES // self.dtype_bytes)
+
+    @property
+    def bytes_per_element(self) -> int:
+        """UB bytes one tile element costs: every queue's buffers plus the scratch."""
+        return self.buffer_num * self.queues * self.dtype_bytes + self.scratch_bytes_per_element
+
+
+@dataclass(frozen=True)
+class TilingPlan:
+    """What the host passes the kernel (block_dim = 0 means: launch nothing)."""
+
+    block_dim: int
+    block_length: int  # elements per core; the last core takes what is left
+    tile_length: int  # elements per UB tile; a core's last tile may be shorter
+
+
+@dataclass(frozen=True)
+class CoreRange:
+    """One core's share, as the kernel derives it from GetBlockIdx() and the plan."""
+
+    index: int
+    start: int
+    length: int
+    tiles: int
+    tail_length: int  # elements of the last tile
+    tail_needs_pad: bool  # the last tile is no 32-byte multiple: only DataCopyPad moves it
+
+
+@dataclass(frozen=True)
+class TilingReport:
+    config: TilingConfig
+    plan: TilingPlan
+    cores: tuple[CoreRange, ...]
+    ub_bytes_used: int
+    violations: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def feedback(self) -> str:
+        """Text for the agent: the problem, the plan, and every violation on its own line."""
+        head = (f"tiling of {self.config.total} elements x {self.config.dtype_bytes} B on "
+                f"{self.config.cores} cores (UB {self.config.usable_ub} B usable): "
+                f"blockDim={self.plan.block_dim} blockLength={self.plan.block_length} "
+                f"tileLength={self.plan.tile_length}, UB used {self.ub_bytes_used} B")
+        if self.ok:
+            return head + ": ok"
+        return "\n".join([head + ":", *(f"- {item}" for item in self.violations)])
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def max_tile_length(config: TilingConfig) -> int:
+    """The longest 32-byte-aligned tile whose buffers and scratch fit the usable UB."""
+    if config.usable_ub <= 0 or config.bytes_per_element <= 0:
+        return 0
+    align = config.align_elements
+    return config.usable_ub // config.bytes_per_element // align * align
+
+
+def plan_tiling(config: TilingConfig) -> TilingPlan:
+    """Mirror of the generated ComputeTiling(): keep the two in step (a test compares them).
+
+    Work is dealt in 32-byte units so every core starts on an aligned GM address; the
+    block count is then recomputed so no core is launched without work.
+    """
+    empty = TilingPlan(0, 0, 0)
+    if config.total <= 0 or config.total > UINT32_MAX or config.cores <= 0:
+        return empty
+    if config.dtype_bytes <= 0:
+        return empty
+    max_tile = max_tile_length(config)
+    if max_tile == 0:
+        return empty
+    align = config.align_elements
+    units = _ceil_div(config.total, align)
+    blocks = min(config.cores, MAX_BLOCK_DIM, units)
+    block_length = _ceil_div(units, blocks) * align
+    blocks = _ceil_div(config.total, block_length)
+    return TilingPlan(block_dim=blocks, block_length=block_length,
+                      tile_length=min(max_tile, block_length))
+
+
+def core_ranges(config: TilingConfig, plan: TilingPlan) -> tuple[CoreRange, ...]:
+    """The kernel's own arithmetic: start = idx * blockLength, length clipped to the total."""
+    ranges: list[CoreRange] = []
+    for index in range(plan.block_dim):
+        start = index * plan.block_length
+        length = max(0, min(plan.block_length, config.total - start))
+        tiles = _ceil_div(length, plan.tile_length) if plan.tile_length > 0 else 0
+        tail = length - (tiles - 1) * plan.tile_length if tiles else 0
+        ranges.append(CoreRange(index=index, start=start, length=length, tiles=tiles,
+                                tail_length=tail,
+                                tail_needs_pad=(tail * config.dtype_bytes) % BLOCK_BYTES != 0))
+    return tuple(ranges)
+
+
+def ub_bytes_used(config: TilingConfig, plan: TilingPlan) -> int:
+    return plan.tile_length * config.bytes_per_element
+
+
+def _config_violations(config: TilingConfig) -> list[str]:
+    problems: list[str] = []
+    if config.dtype_bytes not in (1, 2, 4, 8):
+        problems.append(f"dtype size {config.dtype_bytes} B is not 1, 2, 4 or 8")
+    if config.buffer_num < 1:
+        problems.append(f"BUFFER_NUM={config.buffer_num}: a queue needs at least one buffer")
+    if config.total > UINT32_MAX:
+        problems.append(f"{config.total} elements overflow the kernel's uint32_t lengths")
+    if config.usable_ub <= 0:
+        problems.append(f"UB of {config.ub_bytes} B leaves nothing after the "
+                        f"{config.reserved_bytes} B reserve")
+    return problems
+
+
+def _plan_violations(config: TilingConfig, plan: TilingPlan) -> list[str]:
+    problems: list[str] = []
+    align = config.align_elements
+    if plan.block_dim < 1:
+        problems.append(f"blockDim={plan.block_dim}: {config.total} elements need at least "
+                        "one block")
+    if plan.block_dim > config.cores:
+        problems.append(f"blockDim={plan.block_dim} exceeds the {config.cores} vector cores "
+                        "(GetCoreNumAiv): extra blocks run in costly extra rounds")
+    if plan.block_dim > MAX_BLOCK_DIM:
+        problems.append(f"blockDim={plan.block_dim} exceeds the launch limit {MAX_BLOCK_DIM}")
+    if plan.tile_length <= 0:
+        problems.append(f"tileLength={plan.tile_length}: no tile fits "
+                        f"({config.bytes_per_element} B per element, {config.usable_ub} B "
+                        "usable UB)")
+    elif plan.tile_length % align:
+        problems.append(f"tileLength={plan.tile_length} is no multiple of {align} elements "
+                        "(32 bytes): UB buffers must be 32-byte aligned")
+    if plan.block_length % align:
+        problems.append(f"blockLength={plan.block_length} is no multiple of {align} "
+                        "elements: cores would start at unaligned GM addresses")
+    used = ub_bytes_used(config, plan)
+    if used > config.usable_ub:
+        problems.append(f"UB overflow: BUFFER_NUM {config.buffer_num} x {config.queues} "
+                        f"queues x {plan.tile_length * config.dtype_bytes} B + scratch "
+                        f"{plan.tile_length * config.scratch_bytes_per_element} B = {used} B "
+                        f"> {config.usable_ub} B usable")
+    return problems
+
+
+def _coverage_violations(config: TilingConfig, ranges: tuple[CoreRange, ...]) -> list[str]:
+    problems: list[str] = []
+    covered = 0
+    for item in ranges:
+        if item.length == 0:
+            problems.append(f"core {item.index} starts at {item.start}, past the end "
+                            f"({config.total}): it is launched with no work")
+            continue
+        if item.start != covered:
+            problems.append(f"core {item.index} starts at {item.start} but elements from "
+                            f"{covered} are not yet covered")
+        covered = max(covered, item.start + item.length)
+    if covered < config.total:
+        problems.append(f"elements [{covered}, {config.total}) are computed by no core: "
+                        "blockDim x blockLength is too small")
+    if config.copy == "plain":
+        for item in ranges:
+            if item.tail_needs_pad:
+                problems.append(
+                    f"core {item.index}'s last tile has {item.tail_length} elements "
+                    f"({item.tail_length * config.dtype_bytes} B, no 32-byte multiple): "
+                    "plain DataCopy cannot move it; use DataCopyPad")
+                break  # one is enough to make the point
+    return problems
+
+
+def check_tiling(config: TilingConfig, plan: TilingPlan) -> TilingReport:
+    """Replay the kernel's ranges for `plan` and list everything that breaks a rule."""
+    ranges = core_ranges(config, plan) if plan.block_dim <= MAX_BLOCK_DIM else ()
+    violations = _config_violations(config)
+    if config.total > 0:
+        violations += _plan_violations(config, plan)
+        if plan.tile_length > 0:
+            violations += _coverage_violations(config, ranges)
+    elif plan.block_dim:
+        violations.append("an empty problem must not launch a kernel")
+    return TilingReport(config=config, plan=plan, cores=ranges,
+                        ub_bytes_used=ub_bytes_used(config, plan),
+                        violations=tuple(violations))
+
+
+def simulate(config: TilingConfig) -> TilingReport:
+    """Plan as the generated host code does, then check that plan."""
+    return check_tiling(config, plan_tiling(config))
+
+
+def scratch_bytes(compute_slots: int, *, inputs: int, outputs: int, dtype_bytes: int) -> int:
+    """Scratch per element of the generated kernels: float32 slots for the compute chain,
+    plus one per input and output to widen/narrow them when they are not float32."""
+    widen = 0 if dtype_bytes == FLOAT_BYTES else inputs + outputs
+    return (compute_slots + widen) * FLOAT_BYTES

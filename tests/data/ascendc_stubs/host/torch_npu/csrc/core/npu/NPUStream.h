@@ -1,0 +1,28 @@
+// c10_npu::getCurrentNPUStream(), as torch_npu declares it.
+#ifndef OPBOT_STUB_NPU_STREAM_H
+#define OPBOT_STUB_NPU_STREAM_H
+
+#include <cstdint>
+
+#include "acl/acl.h"
+
+namespace c10_npu {
+
+class NPUStream {
+public:
+    aclrtStream stream(const bool need_empty = true) const
+    {
+        (void)need_empty;
+        return nullptr;
+    }
+};
+
+inline NPUStream getCurrentNPUStream(int8_t device_index = -1)
+{
+    (void)device_index;
+    return NPUStream();
+}
+
+}  // namespace c10_npu
+
+#endif  // OPBOT_STUB_NPU_STREAM_H

@@ -1,0 +1,103 @@
+"""`opbot generate --backend ascendc` and `opbot verify --backend ascendc`: the package is
+written by the offline generator, verified where CANN is, and never called passed where not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot.agent.ascendc_flow import generate_ascendc
+from bot.spec import load_spec
+from runners.ascendc.backend import AscendCBackend, Toolchain, detect_toolchain
+from tests.support import EXAMPLES, run_opbot
+from tests.support_ascend import RecordingStepRunner
+
+MISSING = Toolchain(False, "no CANN toolkit found (test)")
+FOUND = Toolchain(True, "", "/opt/cann", "8.3.RC1", "legacy")
+
+
+def _spec(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(EXAMPLES / name, folder)
+    return folder / "op.yaml"
+
+
+def _backend(toolchain: Toolchain, runner: RecordingStepRunner | None = None) -> AscendCBackend:
+    return AscendCBackend(detect=lambda: toolchain, runner=runner or RecordingStepRunner(),
+                          soc="Ascend910B3", npu_arch="dav-2201")
+
+
+def test_without_cann_the_package_is_written_but_not_called_passed(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, "gelu"))
+    out = tmp_path / "out" / "gelu"
+    outcome = generate_ascendc(spec, out=out, workdir=tmp_path, progress=lambda _m: None,
+                               backend=_backend(MISSING))
+    assert (outcome.status, outcome.stopped_because) == ("failed", "unverified")
+    assert "no CANN toolkit found (test)" in outcome.message
+    assert "--backend ascendc" in outcome.message  # says how to verify it on a runner
+    manifest = json.loads((out / "ascendc" / "opbot.json").read_text())
+    assert manifest["generation"] == "legacy"
+    assert (out / "ascendc" / "gelu_kernel.cpp").read_text().count("AscendC::") > 3
+    assert load_spec(out / "op.yaml").name == "gelu"
+
+
+def test_with_a_toolchain_the_package_is_built_and_tested(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, "gelu"))
+    runner = RecordingStepRunner()
+    outcome = generate_ascendc(spec, out=tmp_path / "gelu", workdir=tmp_path,
+                               progress=lambda _m: None, backend=_backend(FOUND, runner))
+    assert outcome.status == "passed", outcome.message
+    assert outcome.verification is not None
+    assert outcome.verification.device == "npu"
+    assert [step.name for step in runner.steps][:4] == ["clean-cache", "configure", "build",
+                                                         "test"]
+    test_step = runner.steps[3]
+    assert test_step.env["OPBOT_REFERENCE"].endswith("reference.py")
+    cases = json.loads(Path(test_step.env["OPBOT_ASCENDC_CASES"]).read_text())
+    assert {case["name"] for case in cases} >= {"shape0-float32", "shape0-float16"}
+
+
+def test_a_failing_build_is_a_failure_with_the_compiler_message(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, "gelu"))
+    error = "gelu_kernel.cpp:12:3: error: use of undeclared identifier 'Foo'\n"
+    runner = RecordingStepRunner({"build": (2, error)})
+    outcome = generate_ascendc(spec, out=tmp_path / "gelu", workdir=tmp_path,
+                               progress=lambda _m: None, backend=_backend(FOUND, runner))
+    assert (outcome.status, outcome.stopped_because) == ("failed", "no_more_drafts")
+    assert "undeclared identifier" in outcome.message
+
+
+def test_a_reduction_is_unsupported_with_a_pointer_to_triton(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, "softmax"))
+    outcome = generate_ascendc(spec, out=tmp_path / "out", workdir=tmp_path,
+                               progress=lambda _m: None, backend=_backend(MISSING))
+    assert outcome.status == "unsupported"
+    assert outcome.out is None
+    assert not (tmp_path / "out").exists()
+    assert "Triton backend" in outcome.message
+
+
+@pytest.fixture
+def no_cann_here() -> None:
+    toolchain = detect_toolchain()
+    if toolchain.found:
+        pytest.skip(f"this machine has CANN ({toolchain.home}); the refusal path needs none")
+
+
+@pytest.mark.usefixtures("no_cann_here")
+def test_cli_generate_and_verify_without_cann(tmp_path: Path) -> None:
+    out = tmp_path / "pkg"
+    generated = run_opbot("generate", str(_spec(tmp_path, "gelu")), "--backend", "ascendc",
+                        "--llm", "offline", "--out", str(out), "--json")
+    assert generated.code == 1, generated.stderr
+    answer = json.loads(generated.stdout)
+    assert (answer["backend"], answer["status"], answer["stopped_because"]) == (
+        "ascendc", "failed", "unverified")
+    assert (out / "ascendc" / "opbot.json").is_file()
+    verified = run_opbot("verify", str(out / "op.yaml"), str(out), "--backend", "ascendc")
+    assert verified.code == 2
+    assert "the ascendc backend cannot run here" in verified.stderr
+    assert "Traceback" not in verified.stderr
