@@ -301,7 +301,10 @@ class Availability:
 class Backend(Protocol):
     """A place where candidates are built, checked and timed (Triton, Ascend C)."""
 
-    name: BackendName
+    @property
+    def name(self) -> BackendName:
+        """Which backend this is (read-only, so a class may narrow it to its own name)."""
+        ...
 
     def availability(self) -> Availability:
         """Say whether this backend can run candidates on this machine; never raise."""

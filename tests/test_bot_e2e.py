@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from tests.fake_llm import ScriptedLLM, reply
-from tests.fakeforge import FakeForge, FakeServer, require_spec
+from tests.fakeforge import FakeForge
 from tests.support import CANDIDATES, DATA, REPO
 
 SECRET = "e2e-webhook-secret-41c9"
@@ -82,21 +82,14 @@ class Bot:
         raise AssertionError(f"jobs did not finish: {counts}\n{self.log.read_text()[-5000:]}")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    fake_server = FakeServer(require_spec())
-    yield fake_server
-    fake_server.close()
-
-
 @pytest.fixture
-def fake(server: FakeServer, tmp_path: Path) -> Iterator[FakeForge]:
-    forge = FakeForge(server, tmp_path / "forge")
-    forge.add_repo(REPOSITORY)
-    forge.add_user("alice", repo=REPOSITORY, role="maintain")
-    forge.add_user("bob", repo=REPOSITORY, role="triage")
-    yield forge
-    forge.assert_honest()
+def fake(fake: FakeForge) -> FakeForge:
+    """The shared fake forge (tests/conftest.py), with a repository, a maintainer and a
+    triager."""
+    fake.add_repo(REPOSITORY)
+    fake.add_user("alice", repo=REPOSITORY, role="maintain")
+    fake.add_user("bob", repo=REPOSITORY, role="triage")
+    return fake
 
 
 def _start(fake: FakeForge, tmp_path: Path, llm: ScriptedLLM | None = None) -> Bot:

@@ -130,13 +130,16 @@ def test_generate_reference_whose_forward_raises(tmp_path: Path) -> None:
                                   "--json"), "forward is broken")
 
 
-def test_generate_ascendc_is_unsupported_offline(tmp_path: Path) -> None:
+def test_generate_ascendc_off_runner_writes_an_unverified_package(tmp_path: Path) -> None:
+    # No CANN here: the package is written, and never called passed.
     run = run_opbot("generate", str(REFS / "kb_01_relu.py"), "--backend", "ascendc",
                     "--out", str(tmp_path / "o"), "--json")
     assert run.code == 1
     result = run.json()
-    assert result["status"] == "unsupported"
+    assert (result["status"], result["stopped_because"]) == ("failed", "unverified")
     assert result["backend"] == "ascendc"
+    assert "opbot verify" in result["message"]
+    assert (tmp_path / "o" / "ascendc" / "CMakeLists.txt").is_file()
 
 
 @pytest.fixture(scope="module")

@@ -11,31 +11,12 @@ import pytest
 import requests
 from werkzeug.datastructures import Headers
 
-from tests.fakeforge import FakeForge, FakeServer, git, require_spec
+from tests.fakeforge import FakeForge, git, require_spec
 from tests.fakeforge.github_render import GitHubRender
-from tests.fakeforge.scenario import HEAD, REPO, World, standard_world
+from tests.fakeforge.scenario import HEAD, REPO, World
 from tests.fakeforge.spec import SpecRequest, SpecResponse, _allow_null_in_nullable_enums
 
 ISSUE_PATH = "/repos/{owner}/{repo}/issues/{issue_number}"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    srv = FakeServer(require_spec())
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def fake(server: FakeServer, tmp_path: Path) -> Iterator[FakeForge]:
-    fake = FakeForge(server, tmp_path)
-    yield fake
-    fake.assert_honest()
-
-
-@pytest.fixture
-def world(fake: FakeForge) -> World:
-    return standard_world(fake)
 
 
 def gh(fake: FakeForge, method: str, path: str, token: str | None = "", **kw: Any,

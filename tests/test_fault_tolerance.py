@@ -3,12 +3,7 @@ repository's policy read from its default branch only; hostile issue bodies answ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import gitlab
 import pytest
-from github import Auth, Github
 
 from bot.events import plan_event
 from bot.forge.base import ForgeError, NotFoundError, Target
@@ -16,33 +11,25 @@ from bot.forge.github import GitHubForge
 from bot.forge.gitlab import GitLabForge
 from bot.forge.retrying import RetryingForge
 from bot.jobs import JobSettings, repository_policy, run_plan
-from tests.fakeforge import FakeForge, FakeServer, require_spec
+from tests.fakeforge import FakeForge
+from tests.support_forge import github_client, gitlab_client
 
 REPO = "octo/kernels"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    fake_server = FakeServer(require_spec())
-    yield fake_server
-    fake_server.close()
-
-
 @pytest.fixture
-def fake(server: FakeServer, tmp_path: Path) -> Iterator[FakeForge]:
-    forge = FakeForge(server, tmp_path)
-    forge.add_repo(REPO, files={"README.md": "# kernels\n",
-                                ".opbot.yaml": "trigger: {min_permission: maintain}\n"})
-    forge.add_user("alice", repo=REPO, role="maintain")
-    forge.add_user("walter", repo=REPO, role="write")
-    yield forge
-    forge.assert_honest()
+def fake(fake: FakeForge) -> FakeForge:
+    """The shared fake forge (tests/conftest.py), with a repository whose policy asks for
+    maintainers."""
+    fake.add_repo(REPO, files={"README.md": "# kernels\n",
+                               ".opbot.yaml": "trigger: {min_permission: maintain}\n"})
+    fake.add_user("alice", repo=REPO, role="maintain")
+    fake.add_user("walter", repo=REPO, role="write")
+    return fake
 
 
 def _github(fake: FakeForge) -> GitHubForge:
-    client = Github(base_url=fake.github_url, auth=Auth.Token(fake.token), retry=None,
-                    seconds_between_requests=0, seconds_between_writes=0)
-    return GitHubForge(client, REPO)
+    return GitHubForge(github_client(fake), REPO)
 
 
 def test_server_errors_are_retried(fake: FakeForge) -> None:
@@ -63,8 +50,7 @@ def test_rate_limits_wait_what_the_forge_says(fake: FakeForge) -> None:
 
 def test_gitlab_rate_limits_too(fake: FakeForge) -> None:
     waits: list[float] = []
-    client = gitlab.Gitlab(url=fake.gitlab_url, private_token=fake.token)
-    forge = RetryingForge(GitLabForge(client, REPO), sleep=waits.append)
+    forge = RetryingForge(GitLabForge(gitlab_client(fake), REPO), sleep=waits.append)
     fake.rate_limit_next("gitlab", 1, retry_after=3)
     assert forge.default_branch() == "main"
     assert waits == [3.0]

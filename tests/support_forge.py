@@ -1,0 +1,136 @@
+"""The fake forge for the forge and bot tests: its server and state, clients, per-forge facts.
+
+The `server`, `fake` and `world` fixtures in tests/conftest.py are built from `fake_server`
+and `fake_forge` below; `ForgeKind` holds what differs between GitHub and GitLab for the
+shared contract tests (tests/test_forge_contract.py) and the forge-specific ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gitlab
+from github import Auth, Github
+
+from bot.forge.base import ForgeName
+from bot.forge.github import GitHubForge
+from bot.forge.gitlab import GitLabForge
+from tests.fakeforge import FakeForge, FakeServer, require_spec
+from tests.fakeforge.scenario import REPO, World
+
+
+@contextmanager
+def fake_server(*, github_spec: bool = True) -> Iterator[FakeServer]:
+    """A fake forge server; with `github_spec`, GitHub traffic is validated against the
+    OpenAPI description (the test skips where it is missing)."""
+    server = FakeServer(require_spec() if github_spec else None)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@contextmanager
+def fake_forge(server: FakeServer, root: Path) -> Iterator[FakeForge]:
+    """A fresh state on `server`; on the way out, fails the test if the fake saw dishonesty
+    (OpenAPI violations, crashes in the fake)."""
+    fake = FakeForge(server, root)
+    yield fake
+    fake.assert_honest()
+
+
+def github_client(fake: FakeForge, token: str | None = None, **options: Any) -> Github:
+    # No pacing (PyGithub waits 0.25 s between requests, 1 s between writes) and no
+    # retries: the tests want each call once, now.
+    return Github(base_url=fake.github_url, auth=Auth.Token(token or fake.token), retry=None,
+                  seconds_between_requests=0, seconds_between_writes=0, **options)
+
+
+def gitlab_client(fake: FakeForge, token: str | None = None, **options: Any) -> gitlab.Gitlab:
+    return gitlab.Gitlab(url=fake.gitlab_url, private_token=token or fake.token, **options)
+
+
+@dataclass(frozen=True)
+class ForgeKind:
+    """One forge as the tests see it: how to reach it and what its answers look like."""
+
+    name: ForgeName
+    forge_class: type[GitHubForge] | type[GitLabForge]
+    client: Callable[..., Any]  # (fake, token=None, **options) -> the library's client
+    api_url: Callable[[FakeForge], str]
+    web_root: Callable[[FakeForge], str]  # web pages of REPO start here
+    issue_path: str  # "{n}": the issue's number
+    pull_path: str  # "{n}": the pull/merge request's number
+    comment_anchor: str  # "{id}": the comment's id
+    pull_sigil: str  # "#2" / "!2" in effects and messages
+    thread_id: Callable[[World], str]  # the standard world's review thread, as replies name it
+    unknown_threads: tuple[str, ...]  # thread ids no reply can name
+    comment_pages: str  # the request that reads one page of issue #1's comments
+    token: str  # a secret of the forge's own format
+    wrong_token: str  # a token the forge does not know
+    wrong_token_prefix: str
+    commit_logins: bool  # commits name the author's forge account
+    end_pull: Callable[[FakeForge, int], None]  # the pull/merge request stops being open
+    ended_state: str  # ... and says so
+
+    def forge(self, fake: FakeForge, token: str | None = None, repo: str = REPO,
+              **options: Any) -> GitHubForge | GitLabForge:
+        return self.forge_class(self.client(fake, token, **options), repo)
+
+    def web(self, fake: FakeForge, path: str) -> str:
+        return f"{self.web_root(fake)}{path}"
+
+    def issue_url(self, fake: FakeForge, number: int) -> str:
+        return self.web(fake, self.issue_path.format(n=number))
+
+    def pull_url(self, fake: FakeForge, number: int) -> str:
+        return self.web(fake, self.pull_path.format(n=number))
+
+    def comment_url(self, fake: FakeForge, number: int, comment_id: int) -> str:
+        return self.issue_url(fake, number) + self.comment_anchor.format(id=comment_id)
+
+    def effect_target(self, number: int) -> str:
+        """How the effect log names pull/merge request `number`: github:octo/kernels#2."""
+        return f"{self.name}:{REPO}{self.pull_sigil}{number}"
+
+
+def _close(fake: FakeForge, number: int) -> None:
+    fake.state.repos[REPO].issues[number].state = "closed"
+
+
+def _merge(fake: FakeForge, number: int) -> None:
+    pull = fake.state.repos[REPO].issues[number].pull
+    assert pull is not None
+    pull.merged = True
+
+
+GITHUB = ForgeKind(
+    name="github", forge_class=GitHubForge, client=github_client,
+    api_url=lambda fake: fake.github_url,
+    web_root=lambda fake: f"{fake.github_url}/_web/github.com/{REPO}",
+    issue_path="/issues/{n}", pull_path="/pull/{n}", comment_anchor="#issuecomment-{id}",
+    pull_sigil="#", thread_id=lambda world: str(world.thread.root.id),
+    unknown_threads=("not-a-thread", "999999"),
+    comment_pages=f"GET /repos/{REPO}/issues/1/comments",
+    token="ghp_" + "S3cr3t" * 6, wrong_token="ghp_wrong_" + "x" * 30,
+    wrong_token_prefix="ghp_wrong_", commit_logins=True,
+    end_pull=_close, ended_state="closed")
+
+GITLAB = ForgeKind(
+    name="gitlab", forge_class=GitLabForge, client=gitlab_client,
+    api_url=lambda fake: fake.gitlab_url,
+    web_root=lambda fake: f"{fake.gitlab_url}/{REPO}",
+    issue_path="/-/issues/{n}", pull_path="/-/merge_requests/{n}", comment_anchor="#note_{id}",
+    pull_sigil="!", thread_id=lambda world: world.thread.discussion_id,
+    unknown_threads=("0" * 40,),
+    comment_pages="GET /gitlab/api/v4/projects/octo%2Fkernels/issues/1/notes",
+    token="glpat-" + "S3cr3t" * 5, wrong_token="glpat-wrong-" + "x" * 20,
+    wrong_token_prefix="glpat-wrong-",
+    commit_logins=False,  # GitLab's commits name no account: the email tells who
+    end_pull=_merge, ended_state="merged")
+
+KINDS = {kind.name: kind for kind in (GITHUB, GITLAB)}
