@@ -268,8 +268,11 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
               show_default=True, help="Where the durable job queue lives.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="A policy file over the defaults (trigger label, sandbox, budgets).")
-def serve(host: str, port: int, dry_run: bool, state_dir: Path,
-          policy_file: Path | None) -> None:
+@click.option("--dispatch", is_flag=True,
+              help="Hand each job to the CI system (GitHub repository_dispatch, a GitLab "
+              "pipeline) instead of running it here.")
+def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
+          policy_file: Path | None, dispatch: bool) -> None:
     """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET)."""
     from bot.server import secrets_from_environment
     from bot.server import serve as run_server
@@ -280,7 +283,59 @@ def serve(host: str, port: int, dry_run: bool, state_dir: Path,
     except OpbotError as exc:
         _fail(str(exc))
     run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir,
-               trigger_label=policy.trigger_label)
+               trigger_label=policy.trigger_label, dispatch=dispatch)
+
+
+# -- scan -----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("checkout", type=click.Path(path_type=Path), default=Path())
+@click.option("--forge", "forge_name", type=click.Choice(["github", "gitlab"]), default=None,
+              help="Run the nightly job on a forge repository (with --repo) instead: "
+              "re-verify, regenerate what the toolchain broke (one PR each), update the "
+              "dashboard. Token and URL as for `opbot event`.")
+@click.option("--repo", default=None, help="owner/name (GitLab: group/project), with --forge.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def scan(checkout: Path, *, forge_name: str | None, repo: str | None, as_json: bool) -> None:
+    """The nightly scan: re-verify every operator (ops/*/op.yaml) of CHECKOUT (default: the
+    current directory) with this machine's toolchain. Exit 0 when all pass, 1 otherwise."""
+    if forge_name is not None or repo is not None:
+        _scan_forge(forge_name, repo, as_json)
+    from bot.scan import scan_checkout, toolchain
+
+    if not checkout.is_dir():
+        _fail(f"{checkout}: no such folder")
+    with _progress(not as_json) as progress:
+        rows = scan_checkout(checkout, progress)
+    if not rows:
+        _fail(f"{checkout}: no operators (ops/<name>/op.yaml) to scan")
+    failed = [row for row in rows if row.status != "passed"]
+    if as_json:
+        _emit_json({"toolchain": toolchain(), "passed": len(rows) - len(failed),
+                    "failed": len(failed), "ops": [row.to_json() for row in rows]})
+    else:
+        _print_scan(rows, toolchain())
+    sys.exit(EXIT_FAILED if failed else EXIT_PASSED)
+
+
+def _scan_forge(forge_name: str | None, repo: str | None, as_json: bool) -> NoReturn:
+    from bot.events import Plan
+    from bot.jobs import run_plan_from_environment
+
+    if forge_name is None or repo is None:
+        _fail("--forge and --repo go together")
+    plan = Plan(action="scan", reason="opbot scan", forge="github" if forge_name == "github"
+                else "gitlab", event="scan", repo=repo)
+    try:
+        outcome = run_plan_from_environment(plan)
+    except OpbotError as exc:
+        _fail(str(exc))
+    if as_json:
+        _emit_json(outcome.to_json())
+    else:
+        _stdout.print(outcome.summary, soft_wrap=True)
+    sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -325,6 +380,17 @@ def _print_verdict(result: Any) -> None:
             _stdout.print(reason.log_tail[-1500:], markup=False, highlight=False)
     for warning in result.warnings:
         _stdout.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+
+
+def _print_scan(rows: Any, toolchain: str) -> None:
+    table = Table(title=None, show_edge=False)
+    for column in ("operator", "verdict", "detail"):
+        table.add_column(column)
+    for row in rows:
+        colour = "green" if row.status == "passed" else "red"
+        table.add_row(row.op, f"[{colour}]{row.status}[/]", row.detail[:120])
+    _stdout.print(f"toolchain: {toolchain or 'unknown'}")
+    _stdout.print(table)
 
 
 def _print_generate(outcome: Any) -> None:

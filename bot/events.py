@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from bot.commands import RegenCommand, find_regen
-from bot.forge.base import ForgeName, TargetKind
+from bot.forge.base import DISPATCH_EVENT, ForgeName, TargetKind
 from bot.issue_form import op_name_from_body
 
 Action = Literal["generate", "regen", "iterate-review", "iterate-ci", "scan", "ignore"]
@@ -271,17 +271,24 @@ def _github_ci(payload: Any, event: str, context: PlanContext) -> Plan:
                 target="pull", head_branch=branch, head_sha=sha)
 
 
+def _dispatched(forge: ForgeName, event: str, payload: Any, plan: Any) -> Plan:
+    """The plan `opbot serve --dispatch` handed to CI, as it travelled in the payload."""
+    if not isinstance(plan, Mapping):
+        return _ignore(forge, event, payload, "an opbot dispatch without a plan")
+    try:
+        found = Plan.from_json(plan)
+    except (TypeError, ValueError) as exc:
+        return _ignore(forge, event, payload, f"an opbot dispatch with a bad plan: {exc}")
+    if found.forge != forge:  # its tokens and repository live on the other forge
+        return _ignore(forge, event, payload, f"an opbot dispatch of a {found.forge} plan")
+    return found
+
+
 def _github_dispatch(payload: Any, event: str, context: PlanContext) -> Plan:
     """Work `opbot serve` handed to the Actions fleet: the plan travels in the payload."""
-    if _get(payload, "action") != "opbot":
+    if _get(payload, "action") != DISPATCH_EVENT:
         return _ignore("github", event, payload, "a repository_dispatch that is not opbot's")
-    plan = _get(payload, "client_payload", "plan")
-    if not isinstance(plan, Mapping):
-        return _ignore("github", event, payload, "an opbot dispatch without a plan")
-    try:
-        return Plan.from_json(plan)
-    except (TypeError, ValueError) as exc:
-        return _ignore("github", event, payload, f"an opbot dispatch with a bad plan: {exc}")
+    return _dispatched("github", event, payload, _get(payload, "client_payload", "plan"))
 
 
 def _schedule(forge: ForgeName) -> Callable[[Any, str, PlanContext], Plan]:
@@ -379,10 +386,18 @@ def _gitlab_pipeline(payload: Any, event: str, context: PlanContext) -> Plan:
                 head_branch=branch, head_sha=_str(_get(attributes, "sha")))
 
 
+def _gitlab_dispatch(payload: Any, event: str, context: PlanContext) -> Plan:
+    """Work `opbot serve` handed to a GitLab pipeline (its OPBOT_PLAN file variable)."""
+    if _get(payload, "object_kind") != DISPATCH_EVENT:
+        return _ignore("gitlab", event, payload, "a file that is not an opbot dispatch")
+    return _dispatched("gitlab", event, payload, _get(payload, "plan"))
+
+
 _GITLAB: dict[str, Callable[[Any, str, PlanContext], Plan]] = {
     "Issue Hook": _gitlab_issue,
     "Note Hook": _gitlab_note,
     "Pipeline Hook": _gitlab_pipeline,
+    DISPATCH_EVENT: _gitlab_dispatch,
     "schedule": _schedule("gitlab"),
 }
 

@@ -418,10 +418,10 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
             return JobOutcome(False, plan.action, str(exc))
 
 
-def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = None,
-                              ledger: SpendLedger | None = None) -> JobOutcome:
+def forge_from_environment(plan: Plan, environ: Mapping[str, str] | None = None) -> Forge:
+    """The plan's forge and repository, with the token and URL the environment names;
+    without retries, so each caller picks its own policy."""
     from bot.forge.registry import connect
-    from bot.forge.retrying import RetryingForge
 
     env = os.environ if environ is None else environ
     if plan.repo is None:
@@ -434,5 +434,13 @@ def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = No
         url = env.get("OPBOT_GITLAB_URL") or env.get("CI_SERVER_URL")
     if not token:
         raise BadInputError(f"no {plan.forge} token: set OPBOT_{plan.forge.upper()}_TOKEN")
-    forge = RetryingForge(connect(plan.forge, url=url, token=token, repo=plan.repo))
+    return connect(plan.forge, url=url, token=token, repo=plan.repo)
+
+
+def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = None,
+                              ledger: SpendLedger | None = None) -> JobOutcome:
+    from bot.forge.retrying import RetryingForge
+
+    env = os.environ if environ is None else environ
+    forge = RetryingForge(forge_from_environment(plan, env))
     return run_plan(plan, forge, JobSettings.from_environment(env, ledger))

@@ -2,7 +2,9 @@
 
 Jobs survive a restart: a job that was running when the server died is queued again (up
 to a limit). Redeliveries are recognised by their delivery id, atomically, so two copies
-of one delivery arriving together still make one job.
+of one delivery arriving together still make one job. A job put back for a later try
+(`retry`) waits until its time, and holds back the later jobs of its key meanwhile, so one
+operator's jobs keep their order.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     runs INTEGER NOT NULL DEFAULT 0,
     result TEXT,
     created REAL NOT NULL,
-    updated REAL NOT NULL
+    updated REAL NOT NULL,
+    not_before REAL NOT NULL DEFAULT 0  -- a retried job is not claimed before this time
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE TABLE IF NOT EXISTS spend (
@@ -54,6 +57,25 @@ class QueuedJob:
     runs: int
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """Where a job stands: its status, how often it was claimed, its last result."""
+
+    status: str
+    runs: int
+    result: dict[str, Any] | None
+
+
+def _result(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:  # recover() writes its reason as plain text
+        return {"error": text}
+    return value if isinstance(value, dict) else {"error": text}
+
+
 class JobQueue:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +83,13 @@ class JobQueue:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Queues written before retries existed lack `not_before`; their jobs are due."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        if "not_before" not in columns:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN not_before REAL NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -94,14 +123,17 @@ class JobQueue:
             return cursor.rowcount
 
     def claim(self) -> QueuedJob | None:
-        """The oldest queued job whose op has no job running; marked running."""
+        """The oldest due queued job whose op has no job running and no older job waiting;
+        marked running."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 row = self._db.execute(
                     "SELECT id, key, plan, runs FROM jobs AS queued WHERE status = 'queued' "
-                    "AND NOT EXISTS (SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key "
-                    "AND busy.status = 'running') ORDER BY id LIMIT 1").fetchone()
+                    "AND not_before <= ? AND NOT EXISTS (SELECT 1 FROM jobs AS busy "
+                    "WHERE busy.key = queued.key AND (busy.status = 'running' OR "
+                    "(busy.status = 'queued' AND busy.id < queued.id))) ORDER BY id LIMIT 1",
+                    (time.time(),)).fetchone()
                 if row is None:
                     self._db.execute("COMMIT")
                     return None
@@ -118,6 +150,22 @@ class JobQueue:
             self._db.execute("UPDATE jobs SET status = ?, result = ?, updated = ? WHERE id = ?",
                              ("done" if ok else "failed", json.dumps(result), time.time(),
                               job_id))
+
+    def retry(self, job_id: int, delay_s: float, result: dict[str, Any]) -> None:
+        """Back to the queue, due in `delay_s` seconds; `result` says why it waits."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("UPDATE jobs SET status = 'queued', result = ?, updated = ?, "
+                             "not_before = ? WHERE id = ?",
+                             (json.dumps(result), now, now + max(delay_s, 0.0), job_id))
+
+    def record_of(self, job_id: int) -> JobRecord:
+        with self._lock:
+            row = self._db.execute("SELECT status, runs, result FROM jobs WHERE id = ?",
+                                   (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(job_id)
+        return JobRecord(status=str(row[0]), runs=int(row[1]), result=_result(row[2]))
 
     # -- money: the policy's daily budget per repository ------------------------------------
     def spent_today(self, repo: str) -> float:

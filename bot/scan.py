@@ -7,7 +7,8 @@ each operator's verdict for the toolchain versions of this run, edited in place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -42,6 +43,9 @@ class ScanRow:
     detail: str
     spec: OpSpec | None = None
 
+    def to_json(self) -> dict[str, str]:
+        return {"op": self.op, "status": self.status, "detail": self.detail}
+
 
 def toolchain() -> str:
     versions = []
@@ -70,6 +74,19 @@ def _verify_op(op_yaml: Path) -> ScanRow:
     return ScanRow(spec.name, result.status, ", ".join(checks) or result.device, spec)
 
 
+def scan_checkout(root: Path, progress: Callable[[str], None] = lambda _m: None,
+                  ) -> list[ScanRow]:
+    """Every operator under `root`/ops, re-verified with this machine's toolchain."""
+    rows = []
+    for op_yaml in sorted(root.glob("ops/*/op.yaml")):
+        progress(f"verifying {op_yaml.parent.name}")
+        row = _verify_op(op_yaml)
+        # Paths inside the checkout, not where this machine happened to clone it.
+        rows.append(replace(row, detail=row.detail.replace(f"{root.resolve()}/", "")
+                            .replace(f"{root}/", "")))
+    return rows
+
+
 def dashboard(rows: list[ScanRow], regenerated: dict[str, str]) -> str:
     lines = ["## opbot dashboard", "", f"Toolchain: {toolchain() or 'unknown'}.", "",
              "| operator | verdict | detail | action |", "|---|---|---|---|"]
@@ -84,7 +101,7 @@ def run_scan(job: ScanContext, redactor: Redactor, dashboard_issue: int | None,
     from bot.jobs import JobOutcome
 
     workspace = GitWorkspace.clone(job.forge.push_url(), job.workdir / "scan", redactor)
-    rows = [_verify_op(path) for path in sorted(workspace.path.glob("ops/*/op.yaml"))]
+    rows = scan_checkout(workspace.path)
     regenerated: dict[str, str] = {}
     for row in [row for row in rows if row.status == "failed" and row.spec is not None]:
         if len(regenerated) >= nightly_limit:

@@ -4,6 +4,7 @@ Every delivery is verified before it is parsed: GitHub's HMAC-SHA256 signature o
 body, GitLab's token, both compared in constant time against the secret (and, during a
 rotation, the previous one). Accepted deliveries are planned at once and queued in a
 durable queue; the answer goes back within milliseconds, the work happens in the worker.
+The worker runs each job here, or with `--dispatch` hands it to the CI system (bot/dispatch.py).
 Bad input gets a 4xx, never a 5xx; the secret is never logged.
 """
 
@@ -28,15 +29,19 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.agent.transcript import Redactor
-from bot.errors import BadInputError
+from bot.dispatch import RetryPolicy
+from bot.errors import BadInputError, OpbotError
 from bot.events import TRIGGER_LABEL, Plan, plan_event
-from bot.forge.base import ForgeName
-from bot.queue import JobQueue
+from bot.forge.base import DISPATCH_EVENT, Dispatch, ForgeError, ForgeName
+from bot.queue import JobQueue, QueuedJob
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
 PREVIOUS_SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
 MAX_BODY_BYTES = 25 * 1024 * 1024
 _POLL_S = 0.5
+# Deliveries of work a server handed to CI: the CI system runs them, a server never does
+# (it would run them twice, or in dispatch mode hand them over again, for ever).
+_DISPATCH_EVENTS = {("github", "repository_dispatch"), ("gitlab", DISPATCH_EVENT)}
 
 log = logging.getLogger("opbot.serve")
 
@@ -80,6 +85,9 @@ class ServerSettings:
     dry_run: bool
     bot_login: str | None = None
     execute: Callable[[Plan], dict[str, Any]] | None = None
+    # Dispatch mode: jobs go to the CI system instead of `execute`.
+    dispatch: Callable[[Plan], Dispatch] | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     trigger_label: str = TRIGGER_LABEL
     redactor: Redactor = field(default_factory=Redactor.from_environment)
 
@@ -100,14 +108,22 @@ def _accept(settings: ServerSettings, forge: ForgeName, event: str, payload: Any
             delivery: str | None) -> JSONResponse:
     if delivery and not settings.queue.first_delivery(f"{forge}:{delivery}"):
         return _answer(200, status="duplicate", delivery=delivery)
-    plan = plan_event(forge, event, payload, bot_login=settings.bot_login,
-                      trigger_label=settings.trigger_label)
+    plan = _plan(settings, forge, event, payload)
     job = None
     if plan.action != "ignore":
         job = settings.queue.enqueue(job_key(plan), plan.to_json())
     log.info("accepted %s %s delivery %s: %s (%s)", forge, event, delivery or "-", plan.action,
              plan.reason)
     return _answer(202, status="accepted", action=plan.action, reason=plan.reason, job=job)
+
+
+def _plan(settings: ServerSettings, forge: ForgeName, event: str, payload: Any) -> Plan:
+    plan = plan_event(forge, event, payload, bot_login=settings.bot_login,
+                      trigger_label=settings.trigger_label)
+    if (forge, event) in _DISPATCH_EVENTS and plan.action != "ignore":
+        return Plan(action="ignore", reason="work handed to CI: it runs there, not here",
+                    forge=forge, event=event, repo=plan.repo)
+    return plan
 
 
 def _parse(body: bytes) -> Any:
@@ -173,7 +189,7 @@ def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
 
 
 def work(settings: ServerSettings, stop: threading.Event) -> None:
-    """The worker: one job at a time, in queue order; dry runs only log their plans."""
+    """The worker: one job at a time, in queue order."""
     recovered = settings.queue.recover()
     if recovered:
         log.info("requeued %d job(s) a previous run left unfinished", recovered)
@@ -182,24 +198,68 @@ def work(settings: ServerSettings, stop: threading.Event) -> None:
         if job is None:
             stop.wait(_POLL_S)
             continue
-        if settings.dry_run or settings.execute is None:
-            log.info("dry run: job %d would %s: %s", job.id, job.plan.get("action"),
-                     json.dumps(job.plan, sort_keys=True))
-            settings.queue.finish(job.id, True, {"dry_run": True})
-            continue
         try:
-            result = settings.execute(Plan.from_json(job.plan))
-            settings.queue.finish(job.id, bool(result.get("ok")), result)
+            handle_job(settings, job)
         except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
             detail = settings.redactor.text(traceback.format_exc()[-3000:])
             log.warning("job %d failed: %s\n%s", job.id, type(exc).__name__, detail)
             settings.queue.finish(job.id, False, {"error": type(exc).__name__})
 
 
+def handle_job(settings: ServerSettings, job: QueuedJob) -> None:
+    """Dry runs only log their plans; otherwise the job is dispatched or run here."""
+    dispatch, execute = settings.dispatch, settings.execute
+    if settings.dry_run or (dispatch is None and execute is None):
+        log.info("dry run: job %d would %s: %s", job.id, job.plan.get("action"),
+                 json.dumps(job.plan, sort_keys=True))
+        settings.queue.finish(job.id, True, {"dry_run": True})
+    elif dispatch is not None:
+        dispatch_job(settings, dispatch, job)
+    elif execute is not None:
+        result = execute(Plan.from_json(job.plan))
+        settings.queue.finish(job.id, bool(result.get("ok")), result)
+
+
+def dispatch_job(settings: ServerSettings, dispatch: Callable[[Plan], Dispatch],
+                 job: QueuedJob) -> None:
+    """Hand one job to CI; a failure goes back to the queue or, for good, fails the job."""
+    plan = Plan.from_json(job.plan)
+    if plan.action == "ignore":  # never queued by this server; an old queue may hold one
+        settings.queue.finish(job.id, True, {"action": "ignore", "dispatched": False})
+        return
+    try:
+        sent = dispatch(plan)
+    except (ForgeError, OpbotError) as exc:
+        _dispatch_failed(settings, job, plan, exc)
+        return
+    log.info("job %d: handed %s for %s to %s CI%s", job.id, plan.action, plan.repo,
+             plan.forge, f" ({sent.url})" if sent.url else "")
+    settings.queue.finish(job.id, True, {"ok": True, "action": plan.action,
+                                         "dispatched": plan.forge, "pipeline": sent.id,
+                                         "url": sent.url})
+
+
+def _dispatch_failed(settings: ServerSettings, job: QueuedJob, plan: Plan,
+                     error: Exception) -> None:
+    reason = settings.redactor.text(str(error))
+    result = {"ok": False, "action": plan.action, "error": type(error).__name__,
+              "reason": reason, "tries": job.runs}
+    delay = settings.retry.delay(error, job.runs)
+    if delay is None:
+        log.warning("job %d: could not hand %s to %s CI (try %d), giving up: %s", job.id,
+                    plan.action, plan.forge, job.runs, reason)
+        settings.queue.finish(job.id, False, result)
+        return
+    log.warning("job %d: could not hand %s to %s CI (try %d of %d), again in %.0f s: %s",
+                job.id, plan.action, plan.forge, job.runs, settings.retry.tries, delay, reason)
+    settings.queue.retry(job.id, delay, result)
+
+
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
-          trigger_label: str = TRIGGER_LABEL) -> None:
+          trigger_label: str = TRIGGER_LABEL, dispatch: bool = False) -> None:
     import uvicorn
 
+    from bot.dispatch import dispatch_from_environment
     from bot.jobs import run_plan_from_environment
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -208,5 +268,8 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         secrets=secrets_from_environment(), queue=queue,
         dry_run=dry_run, bot_login=os.environ.get("OPBOT_BOT_LOGIN") or None,
         trigger_label=trigger_label,
-        execute=lambda plan: run_plan_from_environment(plan, ledger=queue).to_json())
+        execute=lambda plan: run_plan_from_environment(plan, ledger=queue).to_json(),
+        dispatch=dispatch_from_environment if dispatch else None)
+    if dispatch:
+        log.info("dispatch mode: jobs are handed to the CI system, not run here")
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")

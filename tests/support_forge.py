@@ -7,6 +7,7 @@ shared contract tests (tests/test_forge_contract.py) and the forge-specific ones
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,3 +135,36 @@ GITLAB = ForgeKind(
     end_pull=_merge, ended_state="merged")
 
 KINDS = {kind.name: kind for kind in (GITHUB, GITLAB)}
+
+
+@dataclass(frozen=True)
+class CiDelivery:
+    """Work a client handed to CI on the fake, as `opbot event` in that CI job reads it:
+    `--event <event> --payload <file holding payload>`."""
+
+    forge: ForgeName
+    repo: str
+    ref: str | None  # GitLab's pipeline ref; GitHub dispatches run on the default branch
+    event: str
+    payload: dict[str, Any]
+    variable_type: str | None = None  # GitLab: how the pipeline got the file
+
+
+def ci_deliveries(fake: FakeForge) -> list[CiDelivery]:
+    """Every repository_dispatch and API-created pipeline the fake recorded, in order."""
+    found: list[CiDelivery] = []
+    for effect in fake.effects:
+        if effect.forge == "github" and effect.kind == "dispatch":
+            event_type, client_payload = effect.detail.split(":", 1)
+            # The repository_dispatch webhook body, as Actions writes it to GITHUB_EVENT_PATH.
+            found.append(CiDelivery("github", effect.repo, None, "repository_dispatch", {
+                "action": event_type, "client_payload": json.loads(client_payload),
+                "repository": {"full_name": effect.repo}}))
+        elif effect.forge == "gitlab" and effect.kind == "pipeline":
+            ref, variables = effect.detail.split(":", 1)
+            for variable in json.loads(variables):
+                if variable["key"] == "OPBOT_PLAN":
+                    found.append(CiDelivery("gitlab", effect.repo, ref, "opbot",
+                                            json.loads(variable["value"]),
+                                            variable["variable_type"]))
+    return found

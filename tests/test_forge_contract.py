@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from bot.events import Plan, plan_event
 from bot.forge import registry
 from bot.forge.base import (
     Comment,
     Commit,
     ConflictError,
+    Dispatch,
     ForbiddenError,
     Forge,
     ForgeError,
@@ -34,7 +36,7 @@ from bot.forge.base import (
 from bot.forge.common import with_credentials
 from tests.fakeforge import FakeForge, FakeServer, git
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World
-from tests.support_forge import KINDS, ForgeKind, fake_server
+from tests.support_forge import KINDS, ForgeKind, ci_deliveries, fake_server
 
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
@@ -212,6 +214,15 @@ def test_reply_joins_the_thread(world: World, kind: ForgeKind, forge: Forge) -> 
     assert thread.comments[-1] == reply
 
 
+def test_resolved_threads(fake: FakeForge, world: World, forge: Forge) -> None:
+    fake.add_review_thread(REPO, 2, path="kernels/other.py", line=7, body="Done?",
+                           author="bob", resolved=True)
+    assert [(t.path, t.resolved) for t in forge.review_threads(2)] == [
+        (KERNEL_PATH, False), ("kernels/other.py", True)]
+    world.thread.resolved = True
+    assert [t.resolved for t in forge.review_threads(2)] == [True, True]
+
+
 def test_reply_to_unknown_thread(kind: ForgeKind, forge: Forge) -> None:
     for thread_id in kind.unknown_threads:
         with pytest.raises(NotFoundError):
@@ -221,6 +232,45 @@ def test_reply_to_unknown_thread(kind: ForgeKind, forge: Forge) -> None:
 # -- CI ------------------------------------------------------------------------------------
 def test_no_failed_jobs(world: World, forge: Forge) -> None:
     assert forge.failed_jobs(world.head_sha) == []
+
+
+# -- CI: handing a plan over (opbot serve --dispatch) --------------------------------------
+def _plan(kind: ForgeKind) -> dict[str, Any]:
+    return Plan(action="regen", reason="/regen on a bot pull request", forge=kind.name,
+                event="issue_comment", repo=REPO, number=2, op="relu", actor="alice",
+                target="pull", head_branch=HEAD, comment_id=7).to_json()
+
+
+def test_dispatch_plan(fake: FakeForge, world: World, kind: ForgeKind, forge: Forge) -> None:
+    plan = _plan(kind)
+    sent = forge.dispatch_plan(plan)
+    (delivery,) = ci_deliveries(fake)
+    assert len(fake.effect_log()) == 1  # one request's worth of work, nothing else
+    assert delivery.repo == REPO
+    assert delivery.ref in (None, "main")  # the default branch's CI, never a PR's
+    # What the CI job plans from the delivery is the plan that was handed over.
+    assert plan_event(kind.name, delivery.event, delivery.payload) == Plan.from_json(plan)
+    # GitLab names the pipeline it created; GitHub's 204 names no run.
+    if kind.name == "gitlab":
+        assert sent.id is not None
+        assert sent.url == kind.web(fake, f"/-/pipelines/{sent.id}")
+    else:
+        assert sent == Dispatch()
+
+
+def test_dispatch_plan_errors(fake: FakeForge, world: World, kind: ForgeKind,
+                              forge: Forge) -> None:
+    plan = _plan(kind)
+    fake.fail_next(kind.name, status=502)
+    with pytest.raises(UnavailableError):  # worth another try: the queue retries it
+        forge.dispatch_plan(plan)
+    with pytest.raises(NotFoundError):
+        kind.forge(fake, repo="octo/missing").dispatch_plan(plan)
+    fake.add_user("reader", repo=REPO, role="read")
+    fake.add_token("reader-token-0123", "reader")
+    with pytest.raises(ForbiddenError):  # dispatching needs write (GitLab: developer)
+        kind.forge(fake, token="reader-token-0123").dispatch_plan(plan)
+    assert ci_deliveries(fake) == []
 
 
 # -- errors --------------------------------------------------------------------------------

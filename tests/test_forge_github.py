@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from bot.forge import github as github_module
-from bot.forge.base import Comment, FailedJob, NotFoundError, ReviewThread, Target
+from bot.forge.base import (
+    Comment,
+    FailedJob,
+    NotFoundError,
+    ReviewThread,
+    Target,
+    UnavailableError,
+)
 from bot.forge.github import GitHubForge
 from tests.fakeforge import FakeForge
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World
@@ -80,7 +87,31 @@ def test_review_threads_follow_link_pages(fake: FakeForge, world: World) -> None
     threads = forge.review_threads(2)
     assert [(t.path, len(t.comments)) for t in threads] == [(KERNEL_PATH, 2),
                                                            ("kernels/other.py", 1)]
-    assert fake.state.requests == [f"GET /repos/{REPO}/pulls/2/comments"] * 2
+    assert fake.state.requests == [f"GET /repos/{REPO}/pulls/2/comments"] * 2 + [
+        "POST /graphql"]
+
+
+def test_resolved_threads_come_from_graphql_pages(fake: FakeForge, world: World,
+                                                   forge: GitHubForge) -> None:
+    # More threads than one GraphQL page holds (100): the resolved ones on both pages count.
+    added = [fake.add_review_thread(REPO, 2, path=f"k{n}.py", line=1, body=f"n{n}",
+                                    author="bob", resolved=n % 50 == 0) for n in range(120)]
+    fake.state.requests.clear()
+    threads = {t.path: t.resolved for t in GitHubForge(github_client(fake, per_page=100),
+                                                       REPO).review_threads(2)}
+    assert {path for path, resolved in threads.items() if resolved} == {
+        "k0.py", "k50.py", "k100.py"}
+    assert threads[KERNEL_PATH] is False
+    assert len(added) + 1 == len(threads)
+    assert fake.state.requests.count("POST /graphql") == 2
+
+
+def test_resolution_unreadable(fake: FakeForge, world: World, forge: GitHubForge) -> None:
+    # The REST listing succeeds, GraphQL fails: an error to retry, not threads read as open.
+    fake.fail_next("github-graphql", status=502)
+    with pytest.raises(UnavailableError, match="resolved"):
+        forge.review_threads(2)
+    assert [t.resolved for t in forge.review_threads(2)] == [False]
 
 
 # -- CI: Actions jobs and check runs ---------------------------------------------------------

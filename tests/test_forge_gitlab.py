@@ -69,8 +69,6 @@ def test_review_threads(fake: FakeForge, world: World, forge: GitLabForge) -> No
         (Comment(root.id, "Please clamp at zero.", "alice", web(fake, f"{mr}#note_{root.id}")),
          Comment(reply.id, "+1, and add a test.", "bob", web(fake, f"{mr}#note_{reply.id}"))),
         KERNEL_PATH, 2, False)]
-    world.thread.resolved = True
-    assert forge.review_threads(2)[0].resolved is True
 
 
 def test_commits_come_oldest_first_whatever_the_order() -> None:

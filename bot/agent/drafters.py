@@ -100,37 +100,24 @@ class OfflineDrafter:
 
 
 @dataclass
-class LLMDrafter:
-    """A conversation: the first request, then feedback after each failed attempt."""
+class Conversation:
+    """One chat with the model: requests and replies recorded, tokens counted, and the
+    oldest exchanges dropped when the prompt outgrows the context budget."""
 
-    spec: OpSpec
     client: ChatClient
     transcript: Transcript
-    model: str
-    starting_draft: str | None = None
-    hint: str | None = None
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     tokens: TokenCount = field(default_factory=TokenCount)
     messages: list[dict[str, str]] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return f"LLM {self.model}"
-
-    def first(self) -> str:
-        self.messages = [
-            {"role": "system", "content": prompts.TRITON_SYSTEM},
-            {"role": "user", "content": prompts.first_request(
-                self.spec, draft=self.starting_draft, hint=self.hint)},
-        ]
+    def start(self, system: str, user: str) -> str:
+        """A fresh conversation; the reply's text."""
+        self.messages = [{"role": "system", "content": system},
+                         {"role": "user", "content": user}]
         return self._ask()
 
-    def revise(self, feedback: str) -> str:
-        self.messages.append({"role": "user", "content": prompts.retry_request(feedback)})
-        return self._ask()
-
-    def tune(self, feedback: str) -> str:
-        self.messages.append({"role": "user", "content": prompts.tuning_request(feedback)})
+    def follow_up(self, user: str) -> str:
+        self.messages.append({"role": "user", "content": user})
         return self._ask()
 
     def _ask(self) -> str:
@@ -143,7 +130,7 @@ class LLMDrafter:
                                prompt_tokens=completion.prompt_tokens,
                                completion_tokens=completion.completion_tokens)
         self.messages.append({"role": "assistant", "content": completion.text})
-        return parse_reply(completion.text).source
+        return completion.text
 
     def _fit_context(self) -> None:
         """Drop the oldest exchanges (never the system prompt or the first request)."""
@@ -152,3 +139,37 @@ class LLMDrafter:
 
         while size() > self.context_tokens and len(self.messages) > 4:
             del self.messages[2:4]
+
+
+@dataclass
+class LLMDrafter:
+    """A conversation: the first request, then feedback after each failed attempt."""
+
+    spec: OpSpec
+    client: ChatClient
+    transcript: Transcript
+    model: str
+    starting_draft: str | None = None
+    hint: str | None = None
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    tokens: TokenCount = field(default_factory=TokenCount)
+    conversation: Conversation = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The conversation counts into this drafter's TokenCount: the loop's budget reads it.
+        self.conversation = Conversation(self.client, self.transcript, self.context_tokens,
+                                         self.tokens)
+
+    @property
+    def name(self) -> str:
+        return f"LLM {self.model}"
+
+    def first(self) -> str:
+        return parse_reply(self.conversation.start(prompts.TRITON_SYSTEM, prompts.first_request(
+            self.spec, draft=self.starting_draft, hint=self.hint))).source
+
+    def revise(self, feedback: str) -> str:
+        return parse_reply(self.conversation.follow_up(prompts.retry_request(feedback))).source
+
+    def tune(self, feedback: str) -> str:
+        return parse_reply(self.conversation.follow_up(prompts.tuning_request(feedback))).source

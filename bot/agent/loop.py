@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.agent.drafters import (
     Drafter,
@@ -36,6 +36,9 @@ from bot.spec import InputSpec, OpSpec, write_reference
 from runners.base import VerifyResult
 from runners.triton import TritonBackend
 
+if TYPE_CHECKING:
+    from runners.ascendc.backend import AscendCBackend
+
 GenerateStatus = Literal["passed", "failed", "unsupported"]
 Progress = Callable[[str], None]
 
@@ -52,6 +55,17 @@ class Budget:
     tokens: int = 200_000
     seconds: float = 1800.0
     tuning_attempts: int = 2
+
+
+def budget_spent(budget: Budget, *, drafts: int, tokens: TokenCount, started: float) -> str:
+    """Which part of the budget is spent ("" while some of each is left)."""
+    if drafts >= budget.attempts:
+        return f"attempts ({budget.attempts})"
+    if tokens.total >= budget.tokens:
+        return f"tokens ({tokens.total} of {budget.tokens})"
+    if time.monotonic() - started >= budget.seconds:
+        return f"wall-clock time ({budget.seconds:g} s)"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -188,13 +202,8 @@ class _Loop:
         return result
 
     def out_of_budget(self) -> str:
-        if self.drafts >= self.budget.attempts:
-            return f"attempts ({self.budget.attempts})"
-        if self.drafter.tokens.total >= self.budget.tokens:
-            return f"tokens ({self.drafter.tokens.total} of {self.budget.tokens})"
-        if time.monotonic() - self.started >= self.budget.seconds:
-            return f"wall-clock time ({self.budget.seconds:g} s)"
-        return ""
+        return budget_spent(self.budget, drafts=self.drafts, tokens=self.drafter.tokens,
+                            started=self.started)
 
     def draft(self, feedback: str | None) -> str | None:
         """The next candidate; None when the reply held none (the feedback says why)."""
@@ -285,11 +294,13 @@ def _drafter(spec: OpSpec, reference: Path, llm: LLMChoice | None,
 
 def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
              llm: LLMChoice | None = None, budget: Budget | None = None,
-             timeout_s: float = 600.0) -> GenerateOutcome:
+             timeout_s: float = 600.0,
+             ascend_backend: AscendCBackend | None = None) -> GenerateOutcome:
+    """`ascend_backend` replaces the runner's Ascend C backend (tests inject a fake one)."""
     budget = budget or Budget()
     if backend == "ascendc":
-        return _generate_ascendc(spec, out=out, progress=progress, llm=llm,
-                                 timeout_s=timeout_s)
+        return _generate_ascendc(spec, out=out, progress=progress, llm=llm, budget=budget,
+                                 timeout_s=timeout_s, ascend_backend=ascend_backend)
     redactor = Redactor.from_environment(extra=[llm.api_key if llm else None])
     with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
         workdir = Path(tmp)
@@ -316,18 +327,22 @@ def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
 
 
 def _generate_ascendc(spec: OpSpec, *, out: Path, progress: Progress, llm: LLMChoice | None,
-                      timeout_s: float) -> GenerateOutcome:
+                      budget: Budget, timeout_s: float,
+                      ascend_backend: AscendCBackend | None) -> GenerateOutcome:
     from bot.agent.ascendc_flow import generate_ascendc
 
-    notes = ["the LLM loop drafts Triton only for now; this Ascend C package is the offline "
-             "generator's"] if llm is not None else []
+    if llm is not None:
+        from bot.agent.ascendc_loop import generate_ascendc_llm
+
+        return generate_ascendc_llm(spec, out=out, llm=llm, budget=budget, progress=progress,
+                                    timeout_s=timeout_s, backend=ascend_backend)
     with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
         result = generate_ascendc(spec, out=out, workdir=Path(tmp), progress=progress,
-                                  timeout_s=timeout_s)
+                                  backend=ascend_backend, timeout_s=timeout_s)
     return GenerateOutcome(op=spec.name, status=result.status, attempts=1, backend="ascendc",
                            out=result.out, verification=result.verification,
                            unsupported_ops=result.unsupported_ops, message=result.message,
-                           stopped_because=result.stopped_because, notes=notes)
+                           stopped_because=result.stopped_because)
 
 
 def _run(spec: OpSpec, *, reference: Path, workdir: Path, out: Path, backend: str,

@@ -1,16 +1,20 @@
 """Prompts for drafting Ascend C kernels: the programming model, the contract, an example.
 
-The model writes one file, the kernel source; opbot renders everything around it (host
-tiling, torch binding, CMake, tests) from runners/ascendc/package.py, so the contract below
-is what that code expects. Prompts are tagged by toolchain generation ("legacy": CANN <=
-8.3, "asc": CANN 9.x) because the kernel qualifiers, pointer types and launch differ.
+The model writes three files: the kernel, the host tiling header and the torch binding;
+opbot renders everything else (CMake, build.sh, CPU twin, tests, benchmark) from
+runners/ascendc/package.py, so the contract below is what that code expects (see
+bot/agent/ascendc_skeleton.py for why the model may not write the rest). Prompts are
+tagged by toolchain generation ("legacy": CANN <= 8.3, "asc": CANN 9.x) because the
+kernel qualifiers, pointer types and launch differ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 
+from bot.agent.ascendc_reply import RENDERED_BY_OPBOT
+from bot.agent.prompts import fence_data
 from runners.ascendc.package import KERNEL_DTYPES, Generation, kernel_file_name, make_names
 
 _GENERATION_NOTES: dict[str, str] = {
@@ -71,8 +75,8 @@ releases.
 - Give every dtype its own plain `extern "C"` entry around a templated kernel class: \
 templated entry names are mangled differently across CANN releases."""
 
-_CONTRACT = """The contract (opbot writes the host side to match it)
-- Write ONE file, {kernel_file}, with these entries (one per dtype):
+_CONTRACT = """The contract (opbot's build, CPU twin and tests rely on it)
+- The kernel, {kernel_file}, has these entries (one per dtype):
 {entries}
 - The host passes totalLength (elements of every input and output, all the same shape, \
 contiguous), blockLength (elements per block, a multiple of 32 bytes; the last block takes \
@@ -85,11 +89,25 @@ sizeof(T) plus (COMPUTE_SLOTS + {widen} more for float16) x tileLength x 4 bytes
 usable UB: use no more than that (one TQue per input and per output, BUFFER_NUM = 2, one \
 TBuf of the scratch).
 - Outputs: {outputs}. Inputs, in order: {inputs}.
+- The tiling header, {op}_tiling.h, defines namespace {op}_tiling with struct TilingData \
+{{blockDim, totalLength, blockLength, tileLength}} (uint32_t each; blockDim 0 launches \
+nothing), ComputeTiling(totalLength, dtypeBytes, cores, ubBytes) returning it, and the \
+constants BUFFER_NUM, UB_RESERVED_BYTES, NUM_INPUTS, NUM_OUTPUTS and COMPUTE_SLOTS, equal \
+to the kernel's. opbot's CPU twin calls ComputeTiling, and its tiling simulator replays \
+these constants against the kernel's before anything is built.
+- The binding, op.cpp, registers torch.ops.{namespace}.{op} with \
+TORCH_LIBRARY({namespace}, m) and TORCH_LIBRARY_IMPL({namespace}, PrivateUse1, m), reads \
+the vector core count and the UB size from PlatformAscendCManager at run time, and \
+launches every entry with ComputeTiling's plan on the current NPU stream.
+- Write only these three files. {rendered} are rendered by opbot; a reply that writes any \
+of them is rejected.
 
-Reply with the complete file in one fenced block whose info string names it:
+Reply with the complete files, each in a fenced block whose info string names it:
 ```cpp file={kernel_file}
 ...
-```"""
+```
+(then ```cpp file={op}_tiling.h and ```cpp file=op.cpp; a file you leave out keeps its \
+current text)."""
 
 
 def system_prompt(generation: Generation) -> str:
@@ -112,7 +130,8 @@ def kernel_contract(op: str, *, inputs: Sequence[str], outputs: int, dtypes: Seq
     return _CONTRACT.format(kernel_file=kernel_file_name(op, generation), entries=entries,
                             queues=len(inputs) + outputs, widen=len(inputs) + outputs,
                             outputs=", ".join(derived.outputs),
-                            inputs=", ".join(derived.inputs))
+                            inputs=", ".join(derived.inputs), op=op,
+                            namespace=derived.namespace, rendered=RENDERED_BY_OPBOT)
 
 
 @cache
@@ -141,15 +160,41 @@ def worked_example(generation: Generation) -> str:
     return result.files[f"ascendc/{kernel_file_name('gelu', generation)}"]
 
 
+def _fenced(files: Mapping[str, str]) -> str:
+    return "\n\n".join(f"```cpp file={name}\n{text.strip()}\n```" for name, text in files.items())
+
+
 def first_request(op: str, reference_source: str, *, inputs: Sequence[str], outputs: int,
-                  dtypes: Sequence[str], generation: Generation) -> str:
-    """The opening user message: the reference, the contract, a worked example."""
-    example = worked_example(generation)
-    return "\n\n".join([
+                  dtypes: Sequence[str], generation: Generation, files: Mapping[str, str],
+                  has_draft: bool, hint: str | None = None) -> str:
+    """The opening user message: the reference, the contract, then the starting point:
+    the offline generator's files for this operator when it has them (`has_draft`), else
+    the worked example's kernel with the tiling header and binding rendered for this op."""
+    parts = [
         f"Operator: {op}",
         f"The reference (PyTorch):\n```python\n{reference_source.strip()}\n```",
         kernel_contract(op, inputs=inputs, outputs=outputs, dtypes=dtypes,
                         generation=generation),
-        "A worked example of the same category (elementwise: exact GELU), written for the "
-        f"same contract:\n```cpp\n{example.strip()}\n```",
-    ])
+    ]
+    kernel = kernel_file_name(op, generation)
+    if has_draft:
+        parts.append("A correct but unoptimised draft from opbot's offline generator for this "
+                     f"same operator, as the starting point:\n\n{_fenced(files)}")
+    else:
+        example = worked_example(generation)
+        host = {name: text for name, text in files.items() if name != kernel}
+        parts.append("A worked example of the same category (elementwise: exact GELU), "
+                     f"written for the same contract:\n```cpp\n{example.strip()}\n```")
+        parts.append("The tiling header and binding opbot renders for this operator's inputs "
+                     f"(keep them unless your kernel needs otherwise):\n\n{_fenced(host)}")
+    if hint:
+        parts.append(fence_data("Notes from the requester", hint))
+    parts.append(f"Write the candidate now: {kernel} first, each file in its own ```cpp "
+                 "file=NAME block.")
+    return "\n\n".join(parts)
+
+
+def retry_request(feedback: str, writable: Sequence[str]) -> str:
+    return (f"Your previous candidate was rejected.\n\n{feedback}\n\nFix it and reply with "
+            f"the complete corrected files ({', '.join(writable)}; a file you leave out keeps "
+            "its current text), each in a ```cpp file=NAME block.")

@@ -40,6 +40,12 @@ def _file_name(info: str) -> str | None:
     return None
 
 
+def fenced_blocks(text: str) -> list[tuple[str, str | None, str]]:
+    """Every fenced block of a reply: (info string, the file it names or None, body)."""
+    return [(match.group("info").strip(), _file_name(match.group("info").strip()),
+             match.group("body")) for match in _FENCE.finditer(text)]
+
+
 def parse_reply(text: str) -> CandidateFiles:
     """The files of a reply; ReplyError says what is missing."""
     blocks = [(match.group("info").strip(), match.group("body"))

@@ -7,8 +7,9 @@ client's exceptions into the errors below, so nothing above matches on forge err
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 ForgeName = Literal["github", "gitlab"]
 TargetKind = Literal["issue", "pull"]
@@ -16,6 +17,9 @@ Permission = Literal["none", "read", "triage", "write", "maintain", "admin"]
 PERMISSION_ORDER: tuple[Permission, ...] = ("none", "read", "triage", "write", "maintain",
                                             "admin")
 Reaction = Literal["+1", "-1", "eyes", "rocket", "confused"]
+# What a plan handed to CI is called on both forges: GitHub's repository_dispatch
+# event_type, and the object_kind of the file GitLab's pipeline gets (see dispatch_plan).
+DISPATCH_EVENT = "opbot"
 
 
 def at_least(permission: Permission, minimum: Permission) -> bool:
@@ -124,6 +128,15 @@ class FileChange:
     content: str
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """A plan handed to the CI system. GitLab names the pipeline it created; GitHub's
+    repository_dispatch answers 204 and names no run, so both fields stay None there."""
+
+    id: int | None = None
+    url: str | None = None
+
+
 @dataclass
 class PullRequestDraft:
     head_branch: str
@@ -179,4 +192,11 @@ class Forge(Protocol):
     # -- CI -----------------------------------------------------------------------------
     def failed_jobs(self, sha: str) -> list[FailedJob]:
         """Failed CI jobs for a commit, each with the end of its log."""
+        ...
+    def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
+        """Hand a plan (`Plan.to_json()`) to the repository's CI, on its default branch
+        (never a pull request's code): GitHub gets a `repository_dispatch` event
+        DISPATCH_EVENT with the plan in `client_payload.plan`; GitLab a pipeline whose file
+        variable OPBOT_PLAN holds `{"object_kind": DISPATCH_EVENT, "plan": ...}`. Not
+        idempotent: a retry after a lost answer may dispatch twice."""
         ...

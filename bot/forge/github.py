@@ -26,10 +26,12 @@ from github.Repository import Repository
 from github.WorkflowJob import WorkflowJob
 
 from .base import (
+    DISPATCH_EVENT,
     PERMISSION_ORDER,
     Comment,
     Commit,
     ConflictError,
+    Dispatch,
     FailedJob,
     ForbiddenError,
     ForgeError,
@@ -216,7 +218,28 @@ class GitHubForge:
         # PyGithub object for it would fetch that comment again, once per thread.
         with self._errors(f"list review comments on #{number}"):
             comments = list(self._json_pages(f"/repos/{self.repo}/pulls/{number}/comments"))
-        return _threads(comments)
+        with self._errors(f"read which review threads are resolved on #{number}"):
+            resolved = self._resolved_thread_roots(number)
+        return [dataclasses.replace(thread, resolved=int(thread.id) in resolved)
+                for thread in _threads(comments)]
+
+    def _resolved_thread_roots(self, number: int) -> set[int]:
+        """The first comments' ids of the resolved threads: only GraphQL knows."""
+        owner, name = self.repo.split("/", 1)
+        roots: set[int] = set()
+        after: str | None = None
+        while True:
+            _, data = self._client.requester.graphql_query(
+                _RESOLVED_THREADS_QUERY,
+                {"owner": owner, "name": name, "number": number, "after": after})
+            connection = data["data"]["repository"]["pullRequest"]["reviewThreads"]
+            for thread in connection["nodes"]:
+                first = thread["comments"]["nodes"]
+                if thread["isResolved"] and first and first[0]["databaseId"] is not None:
+                    roots.add(int(first[0]["databaseId"]))
+            if not connection["pageInfo"]["hasNextPage"]:
+                return roots
+            after = connection["pageInfo"]["endCursor"]
 
     def reply_to_thread(self, number: int, thread_id: str, body: str) -> Comment:
         if not thread_id.isdigit():
@@ -238,6 +261,15 @@ class GitHubForge:
                 text = "\n\n".join(p for p in (output.title, output.summary, output.text) if p)
                 failed.append(FailedJob(check.name, check.html_url, _tail(text)))
             return failed
+
+    def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
+        # PyGithub's create_repository_dispatch does not check the status (a 5xx reads as
+        # False, not an error), so this one call goes through the requester.
+        with self._errors("dispatch a plan to GitHub Actions"):
+            self._client.requester.requestJsonAndCheck(
+                "POST", f"/repos/{self.repo}/dispatches",
+                input={"event_type": DISPATCH_EVENT, "client_payload": {"plan": dict(plan)}})
+        return Dispatch()
 
     def _failed_actions_jobs(self, sha: str) -> tuple[list[FailedJob], set[int]]:
         failed: list[FailedJob] = []
@@ -318,9 +350,22 @@ def _commit(commit: GhCommit) -> Commit:
                   author_login=commit.author.login if commit.author is not None else None)
 
 
+_RESOLVED_THREADS_QUERY = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        pageInfo { hasNextPage endCursor }
+        nodes { isResolved comments(first: 1) { nodes { databaseId } } }
+      }
+    }
+  }
+}"""
+
+
 def _threads(comments: list[dict[str, Any]]) -> list[ReviewThread]:
-    """REST has no thread object: replies name their thread's first comment (and has no
-    resolved flag, so every thread reads as unresolved)."""
+    """REST has no thread object: replies name their thread's first comment (whether a
+    thread is resolved comes from GraphQL, see `review_threads`)."""
     by_id = {int(c["id"]): c for c in comments}
 
     def root_of(comment: dict[str, Any]) -> int:

@@ -8,6 +8,7 @@ number, "opened" is "open"), notes are comments, award emoji are reactions. The 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,9 +19,11 @@ from gitlab.exceptions import GitlabError
 from gitlab.v4.objects import Project
 
 from .base import (
+    DISPATCH_EVENT,
     Comment,
     Commit,
     ConflictError,
+    Dispatch,
     FailedJob,
     ForbiddenError,
     ForgeError,
@@ -45,6 +48,9 @@ LOG_TAIL_CHARS = 20_000
 _CALL: dict[str, Any] = {"obey_rate_limit": False}
 _EMOJI: dict[Reaction, str] = {"+1": "thumbsup", "-1": "thumbsdown", "eyes": "eyes",
                                "rocket": "rocket", "confused": "confused"}
+# The file variable a dispatched pipeline gets: GitLab writes its value to a file and sets
+# the variable to that file's path, which `opbot event --payload` reads.
+PLAN_VARIABLE = "OPBOT_PLAN"
 _STATE = {"opened": "open", "closed": "closed", "locked": "closed", "merged": "merged"}
 # Access levels, highest first: owner, maintainer, developer, reporter/planner/guest.
 _ACCESS: tuple[tuple[int, Permission], ...] = ((50, "admin"), (40, "maintain"),
@@ -252,6 +258,18 @@ class GitLabForge:
                     failed.append(FailedJob(str(job.name), str(job.web_url),
                                             text[-LOG_TAIL_CHARS:]))
         return failed
+
+    def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
+        ref = self.default_branch()  # the default branch's CI config: never an MR's code
+        payload = {"object_kind": DISPATCH_EVENT, "plan": dict(plan),
+                   "project": {"path_with_namespace": self.repo}}
+        variables = [{"key": PLAN_VARIABLE, "value": json.dumps(payload),
+                      "variable_type": "file"}]
+        with self._errors(f"create a pipeline on {ref}"):
+            created = self._project.pipelines.create({"ref": ref, "variables": variables},
+                                                     **_CALL)
+        data = created.attributes
+        return Dispatch(id=int(data["id"]), url=str(data.get("web_url") or "") or None)
 
     # -- helpers ------------------------------------------------------------------------
     def _web_url(self, target: Target) -> str:

@@ -3,6 +3,7 @@ every request and every reply is validated against it (see `GitHubApi.handle`)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -374,6 +375,19 @@ def reply_review_comment(api: GitHubApi, call: Call, login: str, owner: str, rep
 
 
 # -- CI ------------------------------------------------------------------------------------
+@router.route("POST", "/repos/{owner}/{repo}/dispatches")
+def create_dispatch(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -> Reply:
+    """A repository_dispatch event: recorded, no workflow runs. Needs write access."""
+    found = api.repo(owner, repo)
+    member = found.members.get(login)
+    if member is None or member.role not in ("write", "maintain", "admin"):
+        raise ApiError(403, "Resource not accessible by personal access token")
+    data = call.json()
+    payload = json.dumps(data.get("client_payload") or {}, sort_keys=True)
+    api.effect(found, "", "dispatch", f"{data['event_type']}:{payload}")
+    return Reply(204)
+
+
 @router.route("GET", "/repos/{owner}/{repo}/actions/runs")
 def list_runs(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -> Reply:
     found = api.repo(owner, repo)

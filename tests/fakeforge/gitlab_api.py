@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -373,6 +374,39 @@ def list_pipelines(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
     pipelines = [render.pipeline(repo, r) for r in reversed(repo.runs)]  # newest first
     return _listing(call, [p for p in pipelines if sha in (None, p["sha"])
                            and status in (None, p["status"]) and ref in (None, p["ref"])])
+
+
+def _variables(value: Any) -> list[dict[str, str]]:
+    """Pipeline variables as GitLab takes them: [{key, value, variable_type}], env_var by
+    default; anything else is a 400, as on GitLab."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) and isinstance(
+            v.get("key"), str) and isinstance(v.get("value"), str) for v in value):
+        raise ApiError(400, "variables is invalid")
+    found = [{"key": v["key"], "value": v["value"],
+              "variable_type": v.get("variable_type", "env_var")} for v in value]
+    if any(v["variable_type"] not in ("env_var", "file") for v in found):
+        raise ApiError(400, "variables[variable_type] does not have a valid value")
+    return found
+
+
+@router.route("POST", "/projects/{id}/pipeline")
+def create_pipeline(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    """A pipeline on a ref, source "api": recorded as an effect; no jobs run. Developers
+    and above may create one (and pass variables, GitLab's default)."""
+    repo = api.project(id)
+    member = repo.members.get(login)
+    if member is None or (member.access_level or 0) < 30:
+        raise ApiError(403, "403 Forbidden")
+    data = call.json()
+    ref = data.get("ref")
+    sha = repo.git.resolve(ref) if isinstance(ref, str) else None
+    if sha is None:
+        return Reply.json(400, {"message": {"base": ["Reference not found"]}})
+    variables = _variables(data.get("variables", []))
+    api.state.record("gitlab", repo.full_name, "", "pipeline",
+                     f"{ref}:{json.dumps(variables, sort_keys=True)}")
+    run = CiRun(api.state.new_id(), len(repo.runs) + 1, "pipeline", sha, ref, "created", [])
+    return Reply.json(201, api.render(call).pipeline(repo, run, source="api"))
 
 
 def _pipeline(repo: Repo, pipeline_id: str) -> CiRun:

@@ -34,7 +34,7 @@ EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "eyes": "eyes", "rocket": "rocket
          "confused": "confused", "heart": "heart", "hooray": "tada", "laugh": "laughing"}
 REACTION = {v: k for k, v in EMOJI.items()}
 PIPELINE_STATUS = {"failure": "failed", "success": "success", "cancelled": "canceled",
-                   "skipped": "skipped"}
+                   "skipped": "skipped", "created": "created"}
 
 
 def ts(moment: datetime | str) -> str:
@@ -212,10 +212,10 @@ class GitLabRender:
                 "execute_filemode": False}
 
     # -- CI ------------------------------------------------------------------------------
-    def pipeline(self, repo: Repo, run: CiRun) -> dict[str, Any]:
+    def pipeline(self, repo: Repo, run: CiRun, source: str = "push") -> dict[str, Any]:
         return {"id": run.id, "iid": run.number, "project_id": repo.id, "sha": run.sha,
                 "ref": run.branch, "status": PIPELINE_STATUS.get(run.conclusion, "failed"),
-                "source": "push", "created_at": ts(run.created_at),
+                "source": source, "created_at": ts(run.created_at),
                 "updated_at": ts(run.created_at),
                 "web_url": self.web(repo, f"/-/pipelines/{run.id}")}
 

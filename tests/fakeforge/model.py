@@ -18,7 +18,7 @@ from typing import Literal
 from .gitstore import BareRepo
 
 Role = Literal["none", "read", "triage", "write", "maintain", "admin"]
-FrontEnd = Literal["github", "gitlab"]
+FrontEnd = Literal["github", "gitlab", "github-graphql"]
 
 # GitLab access levels for each role (GitLab has no triage: reporter is closest).
 ACCESS_LEVEL: dict[Role, int] = {"read": 20, "triage": 20, "write": 30, "maintain": 40,
@@ -236,7 +236,8 @@ class State:
         self.tokens: dict[str, str] = {}  # token -> login
         self.effects: list[Effect] = []
         self.validation_errors: list[str] = []
-        self.injected: dict[FrontEnd, deque[Injected]] = {"github": deque(), "gitlab": deque()}
+        self.injected: dict[FrontEnd, deque[Injected]] = {"github": deque(), "gitlab": deque(),
+                                                        "github-graphql": deque()}
         self.requests: list[str] = []  # "METHOD path" per request seen (no headers, no query)
         self._ids = itertools.count(101)
 

@@ -27,6 +27,7 @@ GITLAB_PREFIX = "/gitlab"
 GITLAB_API = f"{GITLAB_PREFIX}/api/v4"
 WEB_PREFIX = "/_web"
 BLOB_PREFIX = "/_blobs"
+GRAPHQL_PATH = "/graphql"  # where PyGithub looks for it beside a base URL with no /api/v3
 
 
 class FrontEnd(Protocol):
@@ -48,8 +49,10 @@ class FakeServer:
             # Imported on demand: it needs openapi-core, which GitLab-only tests do not.
             from .github_api import GitHubApi
             self.github = GitHubApi(self, github_spec)
+        from .github_graphql import GitHubGraphQL
         from .gitlab_api import GitLabApi
         self.gitlab: FrontEnd = GitLabApi(self)
+        self.github_graphql: FrontEnd = GitHubGraphQL(self)
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="fakeforge",
                                         daemon=True)
         self._thread.start()
@@ -102,6 +105,7 @@ class FakeServer:
             (GITLAB_PREFIX, _web_page),
             (WEB_PREFIX, _web_page),
             (BLOB_PREFIX, self._serve_blob),
+            (GRAPHQL_PATH, self.github_graphql.handle),
             ("", self.github.handle if self.github else _no_spec),
         ]
 
