@@ -244,6 +244,11 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
                           f"#{plan.number if plan.number is not None else '-'}, op "
                           f"{plan.op or '-'})", soft_wrap=True)
         sys.exit(EXIT_PASSED)
+    _run_plan(plan, as_json)
+
+
+def _run_plan(plan: Any, as_json: bool) -> NoReturn:
+    """Carry a plan out on its forge (credentials from the environment) and report."""
     from bot.jobs import run_plan_from_environment
 
     try:
@@ -321,21 +326,11 @@ def scan(checkout: Path, *, forge_name: str | None, repo: str | None, as_json: b
 
 def _scan_forge(forge_name: str | None, repo: str | None, as_json: bool) -> NoReturn:
     from bot.events import Plan
-    from bot.jobs import run_plan_from_environment
 
     if forge_name is None or repo is None:
         _fail("--forge and --repo go together")
-    plan = Plan(action="scan", reason="opbot scan", forge="github" if forge_name == "github"
-                else "gitlab", event="scan", repo=repo)
-    try:
-        outcome = run_plan_from_environment(plan)
-    except OpbotError as exc:
-        _fail(str(exc))
-    if as_json:
-        _emit_json(outcome.to_json())
-    else:
-        _stdout.print(outcome.summary, soft_wrap=True)
-    sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
+    _run_plan(Plan(action="scan", reason="opbot scan", forge="github" if forge_name == "github"
+                   else "gitlab", event="scan", repo=repo), as_json)
 
 
 # -- doctor ---------------------------------------------------------------------------------

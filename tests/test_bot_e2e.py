@@ -7,26 +7,19 @@ run it, in its own process, and drives them with unpatched PyGithub and python-g
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.fake_llm import ScriptedLLM, reply
 from tests.fakeforge import FakeForge
-from tests.support import CANDIDATES, DATA, REPO
+from tests.support import CANDIDATES, DATA
+from tests.support_serve import RunningServer, start_serve
 
 SECRET = "e2e-webhook-secret-41c9"
 LLM_KEY = "sk-e2e-llm-key-77aa"
@@ -44,42 +37,7 @@ def _payload(relative: str) -> dict[str, Any]:
     return json.loads((DATA / "webhooks" / relative).read_text(encoding="utf-8"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Bot:
-    url: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def github(self, event: str, payload: dict[str, Any], delivery: str | None = None
-               ) -> httpx.Response:
-        body = json.dumps(payload).encode()
-        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-        return httpx.post(f"{self.url}/webhook/github", content=body, timeout=10, headers={
-            "X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-            "X-Hub-Signature-256": signature, "Content-Type": "application/json"})
-
-    def gitlab(self, event: str, payload: dict[str, Any]) -> httpx.Response:
-        return httpx.post(f"{self.url}/webhook/gitlab", content=json.dumps(payload).encode(),
-                          timeout=10, headers={"X-Gitlab-Event": event, "X-Gitlab-Token": SECRET,
-                                               "Idempotency-Key": str(uuid.uuid4()),
-                                               "Content-Type": "application/json"})
-
-    def wait_for_jobs(self, finished: int, timeout_s: float = 300) -> dict[str, int]:
-        deadline = time.monotonic() + timeout_s
-        counts: dict[str, int] = {}
-        while time.monotonic() < deadline:
-            counts = httpx.get(f"{self.url}/healthz", timeout=5).json()["jobs"]
-            if counts.get("done", 0) + counts.get("failed", 0) >= finished and not (
-                    counts.get("queued") or counts.get("running")):
-                return counts
-            time.sleep(0.5)
-        raise AssertionError(f"jobs did not finish: {counts}\n{self.log.read_text()[-5000:]}")
+Bot = RunningServer
 
 
 @pytest.fixture
@@ -93,8 +51,7 @@ def fake(fake: FakeForge) -> FakeForge:
 
 
 def _start(fake: FakeForge, tmp_path: Path, llm: ScriptedLLM | None = None) -> Bot:
-    port = _free_port()
-    env = {**os.environ, "OPBOT_WEBHOOK_SECRET": SECRET,
+    env = {**os.environ,
            "OPBOT_GITHUB_URL": fake.github_url, "OPBOT_GITHUB_TOKEN": fake.token,
            "OPBOT_GITLAB_URL": fake.gitlab_url, "OPBOT_GITLAB_TOKEN": fake.token,
            "OPBOT_BOT_LOGIN": fake.bot, "OPBOT_GIT_EMAIL": fake.state.users[fake.bot].email,
@@ -102,29 +59,15 @@ def _start(fake: FakeForge, tmp_path: Path, llm: ScriptedLLM | None = None) -> B
     if llm is not None:
         env.update({"OPBOT_LLM_BASE_URL": llm.base_url, "OPBOT_LLM_MODEL": "scripted",
                     "OPBOT_LLM_API_KEY": LLM_KEY})
-    log = tmp_path / "serve.log"
-    handle = log.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--state-dir", str(tmp_path / "state")], cwd=REPO, env=env, stdout=handle,
-        stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Bot(url, process, log)
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise AssertionError(log.read_text())
+    return start_serve("--state-dir", str(tmp_path / "state"), env=env,
+                       log=tmp_path / "serve.log", secret=SECRET)
 
 
 @pytest.fixture
 def bot(fake: FakeForge, tmp_path: Path) -> Iterator[Bot]:
     started = _start(fake, tmp_path)
     yield started
-    started.process.terminate()
-    started.process.wait(timeout=10)
+    started.stop()
 
 
 def _labelled(number: int, actor: str = "alice") -> dict[str, Any]:

@@ -14,14 +14,10 @@ import hmac
 import json
 import logging
 import os
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,85 +47,28 @@ from tests.fakeforge.scenario import REPO, World
 from tests.support import DATA, run_opbot
 from tests.support import REPO as CHECKOUT
 from tests.support_forge import KINDS, CiDelivery, ci_deliveries
+from tests.support_serve import RunningServer, start_serve
 
 SECRET = "dispatch-webhook-secret-5e2a"
 FORM = "### Operator name\n\nrelu\n\n### Notes\n\n_No response_\n"
 
 
 # -- the server in its own process ---------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Server:
-    url: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def github(self, event: str, payload: dict[str, Any], delivery: str) -> httpx.Response:
-        body = json.dumps(payload).encode()
-        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-        return httpx.post(f"{self.url}/webhook/github", content=body, timeout=10, headers={
-            "X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature, "Content-Type": "application/json"})
-
-    def gitlab(self, event: str, payload: dict[str, Any], delivery: str) -> httpx.Response:
-        return httpx.post(f"{self.url}/webhook/gitlab", content=json.dumps(payload).encode(),
-                          timeout=10, headers={"X-Gitlab-Event": event, "X-Gitlab-Token": SECRET,
-                                               "Idempotency-Key": delivery,
-                                               "Content-Type": "application/json"})
-
-    def deliver(self, forge: str, event: str, payload: dict[str, Any],
-                delivery: str) -> httpx.Response:
-        send = self.github if forge == "github" else self.gitlab
-        return send(event, payload, delivery)
-
-    def jobs(self) -> dict[str, int]:
-        counts: dict[str, int] = httpx.get(f"{self.url}/healthz", timeout=5).json()["jobs"]
-        return counts
-
-    def wait_for_jobs(self, finished: int, timeout_s: float = 60) -> dict[str, int]:
-        deadline = time.monotonic() + timeout_s
-        counts: dict[str, int] = {}
-        while time.monotonic() < deadline:
-            counts = self.jobs()
-            if counts.get("done", 0) + counts.get("failed", 0) >= finished and not (
-                    counts.get("queued") or counts.get("running")):
-                return counts
-            time.sleep(0.2)
-        raise AssertionError(f"jobs did not finish: {counts}\n{self.log.read_text()[-5000:]}")
+Server = RunningServer
 
 
 @pytest.fixture
 def serve(fake: FakeForge, world: World, tmp_path: Path) -> Iterator[Server]:
     """`opbot serve --dispatch` with the fake forge's URLs and the bot's token."""
-    port = _free_port()
-    env = {**os.environ, "OPBOT_WEBHOOK_SECRET": SECRET,
+    env = {**os.environ,
            "OPBOT_GITHUB_URL": fake.github_url, "OPBOT_GITHUB_TOKEN": fake.token,
            "OPBOT_GITLAB_URL": fake.gitlab_url, "OPBOT_GITLAB_TOKEN": fake.token,
            "OPBOT_BOT_LOGIN": fake.bot}
     log = tmp_path / "serve.log"
-    with log.open("w") as handle:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--dispatch", "--host", "127.0.0.1",
-             "--port", str(port), "--state-dir", str(tmp_path / "state")], cwd=CHECKOUT,
-            env=env, stdout=handle, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    else:
-        process.kill()
-        raise AssertionError(log.read_text())
-    yield Server(url, process, log)
-    process.terminate()
-    process.wait(timeout=10)
+    server = start_serve("--dispatch", "--state-dir", str(tmp_path / "state"), env=env,
+                         log=log, secret=SECRET)
+    yield server
+    server.stop()
     text = log.read_text(encoding="utf-8")
     assert fake.token not in text
     assert SECRET not in text

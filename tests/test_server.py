@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from bot.queue import JobQueue
 from bot.server import github_signature_ok, gitlab_token_ok
 from tests.support import DATA, REPO
+from tests.support_serve import start_serve
 
 SECRET = "s3cr3t-webhook-VALUE-8d1f"
 ISSUE_EVENT = json.loads((DATA / "webhooks" / "github" / "issues" / "labeled.1.json")
@@ -46,37 +46,15 @@ def _sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[str],
                                                                         Path]]:
     state = tmp_path_factory.mktemp("state")
     log_path = state / "server.log"
-    port = _free_port()
-    env = {**os.environ, "OPBOT_WEBHOOK_SECRET": SECRET}
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--dry-run", "--state-dir", str(state)], cwd=REPO, env=env, stdout=log,
-            stderr=subprocess.STDOUT, text=True)
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            process.kill()
-            pytest.fail(f"opbot serve did not start: {log_path.read_text()}")
-        yield url, process, log_path
-        process.terminate()
-        process.wait(timeout=10)
+    started = start_serve("--dry-run", "--state-dir", str(state), env=dict(os.environ),
+                          log=log_path, secret=SECRET)
+    yield started.url, started.process, log_path
+    started.stop()
 
 
 def _github(url: str, body: bytes, *, signature: str | None, delivery: str,

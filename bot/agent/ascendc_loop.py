@@ -13,7 +13,6 @@ offline path does. Nothing is called passed that a runner did not pass.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,6 @@ from bot.agent.ascendc_skeleton import Skeleton, skeleton_from_package, skeleton
 from bot.agent.drafters import Conversation
 from bot.agent.llm import LLMError
 from bot.agent.loop import (
-    TRANSCRIPT_NAME,
     Budget,
     GenerateOutcome,
     GenerateStatus,
@@ -43,7 +41,7 @@ from bot.agent.loop import (
     budget_spent,
 )
 from bot.agent.reply import ReplyError
-from bot.agent.transcript import Redactor, Transcript
+from bot.agent.transcript import TRANSCRIPT_NAME, Redactor, Transcript, keep_beside
 from bot.spec import OpSpec
 from runners.ascendc.backend import AscendCBackend
 from runners.ascendc.package import Generation, PackageError, write_package
@@ -246,7 +244,5 @@ def generate_ascendc_llm(spec: OpSpec, *, out: Path, llm: LLMChoice, budget: Bud
                            transcript=transcript)
         finally:
             transcript.close()
-        if outcome.out is not None:
-            outcome.transcript = outcome.out / TRANSCRIPT_NAME
-            shutil.copyfile(transcript.path, outcome.transcript)
+        outcome.transcript = keep_beside(transcript, outcome.out)
     return outcome

@@ -8,7 +8,6 @@ a tuning phase may follow on a real device (CPU-interpreter timings mean nothing
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from bot.agent.drafters import (
 from bot.agent.feedback import timing_feedback, verification_feedback
 from bot.agent.llm import ChatClient, LLMError
 from bot.agent.reply import ReplyError
-from bot.agent.transcript import Redactor, Transcript
+from bot.agent.transcript import TRANSCRIPT_NAME, Redactor, Transcript, keep_beside
 from bot.errors import BadInputError
 from bot.package import write_package
 from bot.report import perf_markdown
@@ -46,7 +45,6 @@ LLM_HINT = ("configure an LLM endpoint to generate it: `opbot generate REF --llm
             "--llm-base-url URL --llm-model NAME` with the key in OPBOT_LLM_API_KEY (any "
             "OpenAI-compatible server: OpenAI, DeepSeek, Qwen, vLLM, Ollama)")
 TUNING_SKIPPED = "tuning skipped: CPU-interpreter timings say nothing about device speed"
-TRANSCRIPT_NAME = "transcript.jsonl"
 
 
 @dataclass(frozen=True)
@@ -319,10 +317,7 @@ def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
                            progress=progress, timeout_s=timeout_s)
         finally:
             transcript.close()
-        if outcome.out is not None:
-            # Kept beside the package it produced: `opbot replay` re-verifies from it.
-            outcome.transcript = outcome.out / TRANSCRIPT_NAME
-            shutil.copyfile(transcript.path, outcome.transcript)
+        outcome.transcript = keep_beside(transcript, outcome.out)
         return outcome
 
 

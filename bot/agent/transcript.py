@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -84,3 +85,16 @@ def read_transcript(path: Path) -> Iterator[dict[str, Any]]:
         if not isinstance(entry, dict) or "kind" not in entry:
             raise BadInputError(f"{path}:{number}: not a transcript entry")
         yield entry
+
+
+TRANSCRIPT_NAME = "transcript.jsonl"
+
+
+def keep_beside(transcript: Transcript, out: Path | None) -> Path | None:
+    """A copy of the transcript beside the package it produced, where `opbot replay` and a
+    reviewer look for it (None when no package was written)."""
+    if out is None:
+        return None
+    kept = out / TRANSCRIPT_NAME
+    shutil.copyfile(transcript.path, kept)
+    return kept
