@@ -25,6 +25,7 @@ class ReplayedAttempt:
 class ReplayReport:
     op: str
     attempts: list[ReplayedAttempt] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def consistent(self) -> bool:
@@ -32,7 +33,7 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "consistent": self.consistent,
-                "attempts": [item.__dict__ for item in self.attempts]}
+                "attempts": [item.__dict__ for item in self.attempts], "notes": self.notes}
 
 
 def replay_transcript(path: Path) -> ReplayReport:
@@ -40,6 +41,10 @@ def replay_transcript(path: Path) -> ReplayReport:
     start = next((entry for entry in entries if entry["kind"] == "start"), None)
     if start is None:
         raise BadInputError(f"{path}: no start entry: not an opbot transcript")
+    if start.get("backend") == "ascendc":
+        from bot.replay_ascendc import replay_ascendc
+
+        return replay_ascendc(path, start, entries)
     verdicts = {entry["attempt"]: entry["status"] for entry in entries
                 if entry["kind"] == "verdict"}
     candidates = [entry for entry in entries if entry["kind"] == "candidate"]

@@ -21,6 +21,9 @@ from bot.agent.ascendc_skeleton import Skeleton, skeleton_from_package
 from bot.agent.llm import LLMSettings, OpenAIChatClient
 from bot.agent.loop import Budget, GenerateOutcome, LLMChoice, generate
 from bot.agent.reply import ReplyError
+from bot.agent.transcript import read_transcript
+from bot.replay import ReplayReport
+from bot.replay_ascendc import replay_ascendc
 from bot.spec import OpSpec, load_spec
 from runners.ascendc.backend import AscendCBackend, StepOutcome, Toolchain, detect_toolchain
 from runners.ascendc.package import Step as BuildStep
@@ -151,6 +154,48 @@ def test_a_compiler_error_comes_back_located_then_the_package_passes(
     assert outcome.verification.device == "npu"
     assert (tmp_path / "out" / "ascendc" / KERNEL).read_text().strip() == good.strip()
     _assert_key_hidden(server, tmp_path / "out")
+
+    # Replayed on a runner: both drafts rebuilt from the transcript and tested again.
+    again = _BuildsInTurn([(2, error), (0, "built")])
+    report = _replay(tmp_path / "out" / "transcript.jsonl", _backend(FOUND, again))
+    assert [(a.recorded, a.replayed) for a in report.attempts] == [
+        ("failed", "failed"), ("passed", "passed")]
+    assert report.consistent
+    assert report.notes == []
+    assert [step.name for step in again.steps].count("build") == 2
+
+
+def _replay(transcript: Path, backend: AscendCBackend) -> ReplayReport:
+    entries = list(read_transcript(transcript))
+    start = next(entry for entry in entries if entry["kind"] == "start")
+    return replay_ascendc(transcript, start, entries, backend=backend)
+
+
+def test_replay_rebuilds_each_draft_and_catches_a_doctored_transcript(
+        tmp_path: Path, spec: OpSpec, offline: Skeleton) -> None:
+    out = tmp_path / "out"
+    with ScriptedLLM([_cpp({KERNEL: _leaky(offline)}), _cpp({KERNEL: _good(offline)})]) as server:
+        assert _generate(server, spec, out, _backend(MISSING)).stopped_because == "unverified"
+    transcript = out / "transcript.jsonl"
+    run = run_opbot("replay", str(transcript), "--json")  # no CANN here: the static stage
+    assert run.code == 0, run.stdout + run.stderr
+    report = run.json()
+    assert [(a["recorded"], a["replayed"]) for a in report["attempts"]] == [
+        ("static-findings", "static-findings"), ("static-clean", "static-clean")]
+    assert "[queue-balance]" in report["attempts"][0]["reasons"][0]["message"]
+
+    # A transcript whose clean draft was swapped for the leaky one no longer agrees.
+    lines = transcript.read_text(encoding="utf-8").splitlines()
+    doctored = []
+    for line in lines:
+        entry = json.loads(line)
+        if entry["kind"] == "package" and entry["attempt"] == 2:
+            entry["files"] = {KERNEL: _leaky(offline)}
+        doctored.append(json.dumps(entry))
+    transcript.write_text("\n".join(doctored) + "\n", encoding="utf-8")
+    run = run_opbot("replay", str(transcript), "--json")
+    assert run.code == 1
+    assert run.json()["attempts"][1]["replayed"] == "static-findings"
 
 
 def test_the_budget_stops_the_loop(tmp_path: Path, spec: OpSpec, offline: Skeleton) -> None:

@@ -48,7 +48,7 @@ from runners.ascendc.package import Generation, PackageError, write_package
 from runners.base import VerifyResult
 
 
-class _NoPackage(Exception):
+class NoPackageError(Exception):
     """Neither the offline generator nor the spec gives the package's layout."""
 
     def __init__(self, message: str, ops: list[str]) -> None:
@@ -152,7 +152,7 @@ class _AscendLoop:
                 return
 
 
-def _starting_package(spec: OpSpec, workdir: Path, generation: Generation,
+def starting_package(spec: OpSpec, workdir: Path, generation: Generation,
                       starting_draft: str | None) -> Skeleton:
     """The offline generator's package when it lowers the op, else the templates around
     the spec's inputs; a given starting draft (e.g. a kernel under review) replaces the
@@ -161,7 +161,7 @@ def _starting_package(spec: OpSpec, workdir: Path, generation: Generation,
     if drafted.status == "generated":
         skeleton = skeleton_from_package(drafted.files)
     elif spec.inputs is None:
-        raise _NoPackage(f"the offline generator cannot lower this reference ({drafted.reason})"
+        raise NoPackageError(f"the offline generator cannot lower this reference ({drafted.reason})"
                          " and the spec lists no inputs to lay the package out from: give it "
                          "an op.yaml with inputs, or use the Triton backend",
                          drafted.unsupported_ops)
@@ -169,7 +169,7 @@ def _starting_package(spec: OpSpec, workdir: Path, generation: Generation,
         try:
             skeleton = skeleton_from_spec(spec, generation)
         except PackageError as exc:
-            raise _NoPackage(f"no Ascend C package can be laid out for this spec: {exc}",
+            raise NoPackageError(f"no Ascend C package can be laid out for this spec: {exc}",
                              drafted.unsupported_ops) from None
     if starting_draft is None:
         return skeleton
@@ -212,8 +212,8 @@ def _run(spec: OpSpec, *, out: Path, llm: LLMChoice, budget: Budget, progress: P
                       budget=budget.__dict__, verified_on=availability.device)
     progress(f"preparing the starting Ascend C package ({generation} toolchain)")
     try:
-        skeleton = _starting_package(spec, workdir, generation, llm.starting_draft)
-    except _NoPackage as exc:
+        skeleton = starting_package(spec, workdir, generation, llm.starting_draft)
+    except NoPackageError as exc:
         transcript.record("end", status="unsupported", stopped_because="unsupported")
         return GenerateOutcome(op=spec.name, status="unsupported", attempts=0, backend=BACKEND,
                                out=None, unsupported_ops=exc.ops, message=str(exc),
