@@ -53,7 +53,7 @@ JUNIT_SKIPPED = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite 
 <testcase classname="t" name="test_npu_matches_reference[shape0-float32]">
 <skipped message="no NPU is visible"/></testcase></testsuite></testsuites>"""
 COMPILE_ERROR = """[ 50%] Building CXX object CMakeFiles/gelu_kernels.dir/gelu_kernel.cpp.o
-/work/ops/gelu/ascendc/gelu_kernel.cpp:97:9: error: use of undeclared identifier 'Sigmoidx'
+/runner/ops/gelu/ascendc/gelu_kernel.cpp:97:9: error: use of undeclared identifier 'Sigmoidx'
         AscendC::Sigmoidx(y0, x0, count);
         ^
 1 error generated.
