@@ -70,7 +70,7 @@ def compiled(text: str) -> CompilerReport:
 
 
 PTO = "/home/zhongxuan/ptoas-board-monitor/runtime/runs"  # paths inside the real samples
-TK = "/home/ci/work/tilekit"  # paths inside the own fixtures
+TK = "/home/ci/src/tilekit"  # paths inside the own fixtures
 TIK = "/usr/local/Ascend/ascend-toolkit/latest/compiler/tikcpp/tikcfw"
 RUNS = "/home/ci/opbot-board/runs"
 
