@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from rich.markup import escape
 from rich.console import Console
 from rich.table import Table
 
@@ -64,21 +65,25 @@ def main() -> None:
               show_default=True, help="Seconds before a hanging candidate is killed.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="A policy file (.opbot.yaml format) over the defaults: sandbox, budgets.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="Replay a run's inputs: the `seed` of an earlier verdict (default: a fresh "
+              "secret seed).")
 def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: float,
-           policy_file: Path | None) -> None:
+           policy_file: Path | None, seed: int | None) -> None:
     """Check IMPL (a .py defining ModelNew, or an operator package) against REF."""
     from bot.verification import verify_candidate
 
     try:
         _apply_policy(policy_file)
-        result = verify_candidate(ref, impl, backend=backend, timeout_s=timeout_s)
+        result = verify_candidate(ref, impl, backend=backend, timeout_s=timeout_s, seed=seed)
     except OpbotError as exc:
         _fail(str(exc))
     if as_json:
         data = result.to_json()
         _emit_json({"status": data["status"], "reasons": data["reasons"],
                     "cases": data["cases"], "device": data["device"],
-                    "warnings": data["warnings"], "stages": data["stages"]})
+                    "warnings": data["warnings"], "stages": data["stages"],
+                    "seed": data["seed"]})
     else:
         _print_verdict(result)
     sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)
@@ -364,17 +369,20 @@ def _print_cases(result: Any) -> None:
 
 def _print_verdict(result: Any) -> None:
     colour = "green" if result.passed else "red"
-    _stdout.print(f"[bold {colour}]{result.status}[/] on {result.device}")
+    seed = f" (seed {result.seed}: --seed {result.seed} replays these inputs)" if (
+        result.seed is not None) else ""
+    _stdout.print(f"[bold {colour}]{result.status}[/] on {escape(result.device)}{seed}")
     _print_cases(result)
     for reason in result.reasons:
+        # Messages quote user code and its errors: never rich markup.
         where = f" ({reason.location.render()})" if reason.location else ""
-        case = f" [case {reason.case}]" if reason.case else ""
-        _stdout.print(f"[red]- {reason.check}[/]{case}: {reason.message}{where}",
+        case = f" \\[case {escape(str(reason.case))}]" if reason.case else ""
+        _stdout.print(f"[red]- {escape(reason.check)}[/]{case}: {escape(reason.message + where)}",
                       soft_wrap=True, markup=True, highlight=False)
         if reason.log_tail and reason.check in ("crash", "timeout", "run", "load", "init"):
             _stdout.print(reason.log_tail[-1500:], markup=False, highlight=False)
     for warning in result.warnings:
-        _stdout.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        _stdout.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
 def _print_scan(rows: Any, toolchain: str) -> None:

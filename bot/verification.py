@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from bot.errors import BackendUnavailableError, BadInputError
@@ -12,7 +13,7 @@ from runners.triton import CandidateNotFoundError, TritonBackend, resolve_candid
 
 
 def verify_candidate(ref: Path, impl: Path, *, backend: str = "triton",
-                     timeout_s: float = 300.0) -> VerifyResult:
+                     timeout_s: float = 300.0, seed: int | None = None) -> VerifyResult:
     """The harness's verdict; BadInputError when REF or IMPL cannot be used at all."""
     spec = load_spec(ref)
     runner, candidate = _ascendc(impl) if backend == "ascendc" else _triton(impl)
@@ -21,9 +22,9 @@ def verify_candidate(ref: Path, impl: Path, *, backend: str = "triton",
         if reference is None:
             reference = Path(tmp) / "reference.py"
             write_reference(spec, reference)
-        result = runner.verify(spec.to_request(
-            candidate.resolve(), backend=backend, reference_file=reference.resolve(),
-            timeout_s=timeout_s))
+        request = spec.to_request(candidate.resolve(), backend=backend,
+                                  reference_file=reference.resolve(), timeout_s=timeout_s)
+        result = runner.verify(replace(request, seed=seed))
     _raise_for_reference(ref, result)
     return result
 

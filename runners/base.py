@@ -31,6 +31,8 @@ CheckName = Literal[
     "output_structure",  # a different number or nesting of outputs than the reference
     "shape",
     "dtype",
+    "device",  # an output on another device than the inputs
+    "layout",  # an output whose memory overlaps (an expanded view) where the reference's does not
     "nan_inf",  # NaN/Inf where the reference has none (or the reverse)
     "values",  # numerical mismatch beyond the tolerance
     "cached_output",  # fresh inputs did not change the output
@@ -42,6 +44,7 @@ CheckName = Literal[
     "static_fallback",  # static: try/except falling back to PyTorch
     "static_stream",  # static: side streams, threads or deferred work
     "static_tamper",  # static: patching timers, the harness, or reaching into the process
+    "static_structure",  # static: ModelNew is not one plain top-level class
 ]
 CHECK_NAMES: tuple[str, ...] = get_args(CheckName)
 
@@ -172,6 +175,8 @@ class VerifyResult:
     timing: Timing | None = None
     # What the harness learnt of a KernelBench reference: its inputs and init args.
     inferred: dict[str, Any] | None = None
+    # The run's secret seed (every case's seed derives from it): `--seed` replays it.
+    seed: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -187,6 +192,7 @@ class VerifyResult:
             "warnings": list(self.warnings),
             "timing": self.timing.to_json() if self.timing else None,
             "inferred": self.inferred,
+            "seed": self.seed,
         }
 
     @classmethod
@@ -202,6 +208,7 @@ class VerifyResult:
             warnings=[str(item) for item in data.get("warnings", [])],
             timing=Timing.from_json(timing) if timing else None,
             inferred=data.get("inferred"),
+            seed=data.get("seed") if isinstance(data.get("seed"), int) else None,
         )
 
     @classmethod
@@ -273,6 +280,7 @@ class VerifyRequest:
     perf_case: CaseSpec | None = None
     time_it: bool = False
     timeout_s: float = 300.0
+    seed: int | None = None  # None: a fresh secret seed for this run
 
     def to_json(self) -> dict[str, Any]:
         # Absolute: the worker runs in a folder of its own.

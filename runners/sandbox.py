@@ -2,11 +2,16 @@
 
 Under bubblewrap, the child gets its own network namespace (no network, loopback
 included), a read-only root, a private /tmp, the work folder as its only writable path,
-credential files of the host masked, an environment cleared to an allowlist (never a
-token, key or secret), resource limits (CPU time, memory, file size, processes), a
+credential files of the host masked, an environment cleared to an allowlist of exact names
+(never a token, key or secret), resource limits (CPU time, memory, file size, processes), a
 wall-clock timeout, and its whole process tree killed at the end. Accelerator device nodes
 pass through only when present and wanted. Output goes to a log file, not a pipe, so a
 candidate that prints gigabytes can neither block nor flood the parent.
+
+The parent trusts nothing the child can touch: it opens the child's log itself before the
+start and reads it back through its own descriptor, never by path (a child may swap the
+path for a symlink to a secret or for a FIFO); it removes work folders without following
+symlinks, whatever their depth or permissions (`remove_tree`, `private_workdir`).
 
 Without bubblewrap, untrusted code does not run unless the policy explicitly allows an
 unsandboxed mode; then the run says so loudly in its log.
@@ -15,28 +20,53 @@ unsandboxed mode; then the run says so loudly in its log.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
+import re
 import resource
+import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-# Variables a build or a run legitimately needs; everything else is dropped.
-_ENV_ALLOWLIST = {
-    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
-    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "ASCEND_RT_VISIBLE_DEVICES",
-}
-_ENV_ALLOWED_PREFIXES = ("LC_", "TRITON_", "ASCEND_", "ASCEND", "TORCH_", "NPU_", "CANN_")
-# Names that mark a credential; dropped even when a prefix above would admit them.
-_SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+# The variables a build or a run legitimately needs, by exact name; everything else is
+# dropped. No prefixes: TRITON_CREDS or TORCH_HOME=https://user:pw@host must not pass.
+ENV_ALLOWLIST = frozenset({
+    # the shell and the locale
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+    # python, compilers, thread pools
+    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    # CUDA
+    "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+    # CANN's set_env.sh (docs/ascend-toolchain.md §5) and the Ascend runtime
+    "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH",
+    "TOOLCHAIN_HOME", "ASCEND_CUSTOM_OPP_PATH", "ASCEND_CANN_PACKAGE_PATH",
+    "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_GLOBAL_LOG_LEVEL", "ASCEND_SLOG_PRINT_TO_STDOUT",
+    # triton and triton-ascend knobs (docs/ascend-toolchain.md, triton-ascend)
+    "TRITON_INTERPRET", "TRITON_DEBUG", "TRITON_DEVICE_PRINT", "TRITON_COMPILE_ONLY",
+    "TRITON_ALL_BLOCKS_PARALLEL", "TRITON_BENCH_METHOD",
+})
+# Words that mark a credential in a variable's name. Matched per word of the name (split at
+# "_" and other non-alphanumerics): equal to a marker, ending with one (APIKEY, GHTOKEN), or
+# starting with one (PASSWORD, CREDS, CERTIFICATE), except that "PAT" (a personal access
+# token) never matches as a prefix, so PATH, LD_LIBRARY_PATH and ASCEND_HOME_PATH stay.
+_SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASS", "PAT", "CRED", "AUTH", "COOKIE",
+                   "SESSION", "PRIVATE", "CERT")
+# Long markers that mean a credential anywhere in a name (MYTOKENFILE).
+_SECRET_INFIXES = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "PRIVATE")
+# A URL with user information (scheme://user:password@host, scheme://token@host).
+_URL_WITH_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s@]+@")
+# A secret-named variable's value shorter than this is not looked for in the others ("1").
+_MIN_SECRET_VALUE = 8
 # Host files that hold credentials: masked inside the sandbox even though / is readable.
 _CREDENTIAL_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/glab-cli",
                      ".docker", ".aws", ".kube", ".pypirc", ".config/git/credentials")
@@ -111,17 +141,37 @@ def find_bwrap() -> str | None:
         return None
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a variable's name marks a credential (GITHUB_TOKEN, TORCH_PASS, ASCEND_PAT)."""
+    upper = name.upper()
+    if any(infix in upper for infix in _SECRET_INFIXES):
+        return True
+    for word in re.split(r"[^A-Z0-9]+", upper):
+        for marker in _SECRET_MARKERS:
+            if word.endswith(marker) or (marker != "PAT" and word.startswith(marker)):
+                return True
+    return False
+
+
 def child_environment(extra: Mapping[str, str] | None = None,
                       source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a child sees: the allowlisted variables of `source`, plus `extra`."""
+    """The environment a child sees: the allowlisted variables of `source`, plus `extra`.
+
+    A variable of `source` passes only under an exact name of ENV_ALLOWLIST, and only when
+    its name marks no secret, its value holds no URL with credentials, and its value is not
+    the value of a secret-named variable of `source`. `extra` (opbot's own values) passes
+    as given.
+    """
     base = os.environ if source is None else source
+    secrets = {value for name, value in base.items()
+               if is_secret_name(name) and len(value) >= _MIN_SECRET_VALUE}
     env: dict[str, str] = {}
     for name, value in base.items():
-        upper = name.upper()
-        if any(marker in upper for marker in _SECRET_MARKERS):
+        if name not in ENV_ALLOWLIST or is_secret_name(name):
             continue
-        if name in _ENV_ALLOWLIST or name.startswith(_ENV_ALLOWED_PREFIXES):
-            env[name] = value
+        if value in secrets or _URL_WITH_CREDENTIALS.search(value):
+            continue
+        env[name] = value
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"
     env["PYTHONUNBUFFERED"] = "1"
@@ -220,15 +270,324 @@ class ProcessOutcome:
         return not self.timed_out and self.returncode == 0
 
 
-def _limits(policy: SandboxPolicy) -> None:
-    # Runs in the child between fork and exec; the sandbox inherits these limits.
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_bytes, policy.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_seconds, policy.cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_NPROC, (policy.processes, policy.processes))
-    if policy.memory_bytes is not None:
-        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_bytes, policy.memory_bytes))
+# -- resource limits ---------------------------------------------------------------------------
 
+_INFINITY = resource.RLIM_INFINITY
+
+
+def _lower(a: int, b: int) -> int:
+    """The tighter of two limits, RLIM_INFINITY (or any negative value) meaning none."""
+    if a < 0 or a == _INFINITY:
+        return b
+    if b < 0 or b == _INFINITY:
+        return a
+    return min(a, b)
+
+
+def _clamp_limit(kind: int, soft: int, hard: int) -> None:
+    """Set a limit no looser than asked, never above the current hard limit; never raises."""
+    try:
+        _, current_hard = resource.getrlimit(kind)
+        new_hard = _lower(hard, current_hard)
+        new_soft = _lower(soft, new_hard)
+        resource.setrlimit(kind, (new_soft, new_hard))
+    except (OSError, ValueError):
+        pass  # a limit the kernel refuses: the others still apply
+
+
+def apply_limits(policy: SandboxPolicy) -> None:
+    """Apply the policy's resource limits to this process (and what it starts).
+
+    Runs in the child between fork and exec (`preexec_fn`), where an exception would abort
+    the start: each limit is clamped to the hard limit already in force (a parent under
+    `ulimit -v` gets the tighter of the two), and nothing here raises.
+    """
+    try:
+        _clamp_limit(resource.RLIMIT_CORE, 0, 0)
+        _clamp_limit(resource.RLIMIT_FSIZE, policy.file_bytes, policy.file_bytes)
+        _clamp_limit(resource.RLIMIT_CPU, policy.cpu_seconds, policy.cpu_seconds + 5)
+        _clamp_limit(resource.RLIMIT_NPROC, policy.processes, policy.processes)
+        if policy.memory_bytes is not None:
+            _clamp_limit(resource.RLIMIT_AS, policy.memory_bytes, policy.memory_bytes)
+    except BaseException:  # noqa: BLE001, S110 - never raise between fork and exec
+        pass
+
+
+# -- files the child could have touched -------------------------------------------------------
+
+def read_tail_fd(fd: int, limit: int = LOG_TAIL_CHARS) -> str:
+    """The last `limit` characters of the file open at `fd`, decoded leniently.
+
+    Reads at most 4 * `limit` bytes with pread: the descriptor's offset (shared with a
+    child writing to it) is left alone. Never raises; "" when the descriptor is unreadable
+    or not a regular file.
+    """
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or limit <= 0:
+            return ""
+        want = limit * 4
+        data = os.pread(fd, want, max(0, info.st_size - want))
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-limit:]
+
+
+def _open_untrusted(path: Path) -> int:
+    """Open a regular file for reading without following a final symlink or blocking on a
+    FIFO; raises OSError when `path` is anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
+    """The last `limit` characters of a regular file a child could have replaced.
+
+    Never follows a final symlink, never blocks on a FIFO or device, reads a bounded amount;
+    "" for anything but a regular file. Prefer `read_tail_fd` on a descriptor of your own.
+    """
+    try:
+        fd = _open_untrusted(path)
+    except OSError:
+        return ""
+    try:
+        return read_tail_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def read_untrusted(path: Path, limit_bytes: int) -> bytes | None:
+    """The content of a regular file a child wrote (a result file in its work folder).
+
+    None when `path` is a symlink (its last component), a FIFO, a device, a folder, missing,
+    or larger than `limit_bytes`: what the child left is never followed, waited on, or read
+    without bound.
+    """
+    try:
+        fd = _open_untrusted(path)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size > limit_bytes:
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit_bytes:
+            chunk = os.read(fd, min(1 << 20, limit_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if total > limit_bytes else b"".join(chunks)
+
+
+def _open_log(path: Path) -> int:
+    """Create (or truncate) a child's log and open it for the parent, read-write, mode 0600.
+
+    Whatever sits at `path` that is not a private regular file (a symlink, a FIFO, a folder,
+    a file with other hard links) is removed first, and the open never follows a symlink nor
+    blocks; the parent then reads the log through this descriptor only.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode):
+            remove_tree(path)
+        elif not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            path.unlink()
+    flags = (os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+             | os.O_CLOEXEC)
+    fd = os.open(path, flags, 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise OSError(errno.EINVAL, "a child's log must be a private regular file",
+                          str(path))
+        os.fchmod(fd, 0o600)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+# -- removing what a child left -----------------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _make_accessible(name: str, dir_fd: int) -> None:
+    """chmod 0700 the folder `name` in `dir_fd` (and `dir_fd` itself), never via a symlink."""
+    with contextlib.suppress(OSError):
+        os.fchmod(dir_fd, 0o700)
+    try:
+        handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        if stat.S_ISDIR(os.fstat(handle).st_mode):
+            try:
+                os.chmod(f"/proc/self/fd/{handle}", 0o700)  # noqa: PTH101 - an O_PATH handle
+            except OSError:  # no /proc: by name, a folder a moment ago
+                os.chmod(name, 0o700, dir_fd=dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _open_subdir(name: str, dir_fd: int) -> int | None:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        _make_accessible(name, dir_fd)
+    except OSError:
+        return None
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
+def _unlink(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except PermissionError:
+        with contextlib.suppress(OSError):
+            os.fchmod(dir_fd, 0o700)
+            os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _rmdir(name: str, dir_fd: int) -> None:
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except PermissionError:
+        with contextlib.suppress(OSError):
+            os.fchmod(dir_fd, 0o700)
+            os.rmdir(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+_Folder = tuple[str, int, int]  # a subfolder's name, st_dev and st_ino
+
+
+def _clear_files(dir_fd: int, device: int) -> list[_Folder]:
+    """Unlink every non-folder in `dir_fd`; the subfolders (on `device`) still to empty."""
+    folders: list[_Folder] = []
+    try:
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                try:
+                    if not entry.is_dir(follow_symlinks=False):
+                        _unlink(entry.name, dir_fd)
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if info.st_dev == device:  # never into another file system
+                    folders.append((entry.name, info.st_dev, info.st_ino))
+    except OSError:
+        pass
+    return folders
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        top = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(top.st_mode):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except PermissionError:
+        with contextlib.suppress(OSError):
+            path.chmod(0o700)  # a folder (lstat said so), not a symlink
+        fd = os.open(path, _DIR_FLAGS)
+    here = os.fstat(fd)
+    if (here.st_dev, here.st_ino) != (top.st_dev, top.st_ino):
+        os.close(fd)
+        return  # replaced meanwhile
+    # Depth-first with one descriptor open at a time: each level keeps its subfolders still
+    # to visit and its own identity; the way up is "..", checked against that identity.
+    trail: list[tuple[str, int, int, list[_Folder]]] = []
+    pending = _clear_files(fd, top.st_dev)
+    try:
+        while True:
+            if pending:
+                name, device, inode = pending.pop()
+                child = _open_subdir(name, fd)
+                if child is None:
+                    continue  # it stays, and so does this folder
+                info = os.fstat(child)
+                if (info.st_dev, info.st_ino) != (device, inode):
+                    os.close(child)  # swapped meanwhile: leave it
+                    continue
+                here = os.fstat(fd)
+                trail.append((name, here.st_dev, here.st_ino, pending))
+                os.close(fd)
+                fd = child
+                pending = _clear_files(fd, top.st_dev)
+                continue
+            if not trail:
+                break
+            name, device, inode, pending = trail.pop()
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            above = os.fstat(fd)
+            if (above.st_dev, above.st_ino) != (device, inode):
+                return  # the tree moved under us: stop rather than delete elsewhere
+            _rmdir(name, fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def remove_tree(path: Path) -> None:
+    """Remove `path` and everything under it, as far as possible; never raises.
+
+    Never follows a symlink (the link goes, its target stays), never leaves the file
+    system `path` is on, handles any depth iteratively with one descriptor open at a time,
+    chmods folders it may not read or write, and unlinks FIFOs, sockets and devices
+    without opening them.
+    """
+    with contextlib.suppress(Exception):
+        _remove_tree(Path(path))
+
+
+@contextlib.contextmanager
+def private_workdir(prefix: str) -> Iterator[Path]:
+    """A fresh private folder (mkdtemp, mode 0700), removed with `remove_tree` at exit.
+
+    Use it instead of tempfile.TemporaryDirectory for folders a child writes into: its
+    cleanup survives any tree a child leaves. Put the child's work folder and its log side
+    by side inside it (`tmp / "work"`, `tmp / "child.log"`), so the log is not in the
+    folder the child can write.
+    """
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)
+
+
+# -- the child's process tree -------------------------------------------------------------------
 
 def descendants(root: int) -> int:
     """How many processes descend from `root` (a watchdog's count; /proc, no psutil)."""
@@ -250,44 +609,12 @@ def descendants(root: int) -> int:
 
 
 _WATCH_INTERVAL_S = 0.2
-
-
-def _wait(process: subprocess.Popen[bytes], timeout_s: float,
-          limit: int) -> tuple[int | None, bool, str | None]:
-    """Wait for the child; stop it at the deadline or when its tree grows past `limit`.
-
-    RLIMIT_NPROC does not bind root (a container's usual user), so the watchdog counts the
-    tree itself: a fork bomb is stopped within a fraction of a second.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return process.wait(timeout=_WATCH_INTERVAL_S), False, None
-        except subprocess.TimeoutExpired:
-            pass
-        if time.monotonic() >= deadline:
-            _kill_group(process.pid)
-            return process.wait(), True, None
-        if descendants(process.pid) > limit:
-            _kill_group(process.pid)
-            return process.wait(), False, f"more than {limit} processes (a fork bomb?)"
+_REAP_TIMEOUT_S = 10.0
 
 
 def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-def read_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
-    """The last `limit` characters of a log file, decoded leniently."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            handle.seek(max(0, size - limit * 4))
-            data = handle.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-limit:]
 
 
 UNSANDBOXED_WARNING = ("WARNING: running untrusted code WITHOUT a sandbox (bubblewrap is "
@@ -295,15 +622,72 @@ UNSANDBOXED_WARNING = ("WARNING: running untrusted code WITHOUT a sandbox (bubbl
                        "and write outside its folder.\n")
 
 
-def run_isolated(argv: Sequence[str], *, cwd: Path, timeout_s: float, log_path: Path,
-                 env: Mapping[str, str], stdin_data: str | None = None,
-                 policy: SandboxPolicy | None = None,
-                 readable: Sequence[Path] = ()) -> ProcessOutcome:
-    """Run `argv` sandboxed in `cwd`; kill its whole tree at the end or on timeout.
+@dataclass
+class IsolatedChild:
+    """A started sandboxed child; `finish` ends it and says how it went."""
 
-    `stdin_data` is written to the child's stdin and the pipe closed: the way to hand a
-    child what its environment and command line must not show.
-    """
+    process: subprocess.Popen[bytes]  # .stdin / .stdout are pipes when asked for
+    sandboxed: bool
+    started: float  # time.monotonic() at start
+    policy: SandboxPolicy
+    log_fd: int  # the parent's own descriptor on the child's log
+    _killed_because: str | None = field(default=None, init=False, repr=False)
+    _outcome: ProcessOutcome | None = field(default=None, init=False, repr=False)
+
+    def check_tree(self) -> str | None:
+        """The watchdog: when the child's tree holds more than `policy.processes`
+        processes, kill the group and say why; else None. Cheap enough for every 0.2 s.
+
+        RLIMIT_NPROC does not bind root (a container's usual user), so the tree is counted:
+        a fork bomb is stopped within a fraction of a second.
+        """
+        if self._killed_because is not None:
+            return self._killed_because
+        if self._outcome is not None or self.process.poll() is not None:
+            return None
+        limit = self.policy.processes
+        if descendants(self.process.pid) > limit:
+            self.kill()
+            self._killed_because = f"more than {limit} processes (a fork bomb?)"
+        return self._killed_because
+
+    def kill(self) -> None:
+        """SIGKILL the child's whole process group; idempotent, never raises."""
+        if self._outcome is None:
+            _kill_group(self.process.pid)
+
+    def finish(self, *, timed_out: bool = False,
+               killed_because: str | None = None) -> ProcessOutcome:
+        """Kill the group (grandchildren included), reap the child (bounded), close the
+        pipes, read the log's tail through `log_fd` and close it. Idempotent: later calls
+        return the first outcome."""
+        if self._outcome is not None:
+            return self._outcome
+        returncode = self.process.poll()
+        # Grandchildren a candidate left behind die with their group (and bwrap's namespace).
+        self.kill()
+        if returncode is None:
+            try:
+                returncode = self.process.wait(timeout=_REAP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                returncode = None
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    pipe.close()
+        tail = read_tail_fd(self.log_fd)
+        with contextlib.suppress(OSError):
+            os.close(self.log_fd)
+        self._outcome = ProcessOutcome(
+            returncode=returncode, timed_out=timed_out,
+            seconds=time.monotonic() - self.started, log_tail=tail, sandboxed=self.sandboxed,
+            killed_because=killed_because or self._killed_because)
+        return self._outcome
+
+
+def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
+           policy: SandboxPolicy | None, readable: Sequence[Path], stdin_pipe: bool,
+           stdout_pipe: bool) -> IsolatedChild:
     chosen = policy or SandboxPolicy.from_environment()
     bwrap = find_bwrap()
     if bwrap is None and not chosen.allow_unsandboxed:
@@ -313,27 +697,99 @@ def run_isolated(argv: Sequence[str], *, cwd: Path, timeout_s: float, log_path: 
             "unsandboxed runs (OPBOT_ALLOW_UNSANDBOXED=1) on a machine you can afford to lose")
     command = (bubblewrap_argv(bwrap, argv, workdir=cwd, policy=chosen, env=env,
                                readable=readable) if bwrap is not None else list(argv))
-    started = time.monotonic()
-    with log_path.open("wb") as log:
+    log_fd = _open_log(log_path)
+    try:
         if bwrap is None:
-            log.write(UNSANDBOXED_WARNING.encode())
-            log.flush()
+            os.write(log_fd, UNSANDBOXED_WARNING.encode())
+        started = time.monotonic()
         process = subprocess.Popen(
             command, cwd=cwd, env=dict(env),
-            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE, stdout=log,
-            # The parent runs no threads of its own while it forks here.
-            stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=lambda: _limits(chosen),  # noqa: PLW1509
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout_pipe else log_fd, stderr=log_fd,
+            # preexec_fn is unsafe with threads around; apply_limits only calls setrlimit.
+            start_new_session=True, preexec_fn=lambda: apply_limits(chosen),  # noqa: PLW1509
         )
-        if stdin_data is not None and process.stdin is not None:
+    except BaseException:
+        os.close(log_fd)
+        raise
+    return IsolatedChild(process=process, sandboxed=bwrap is not None, started=started,
+                         policy=chosen, log_fd=log_fd)
+
+
+def start_isolated(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
+                   policy: SandboxPolicy | None = None, readable: Sequence[Path] = (),
+                   pipes: bool = False) -> IsolatedChild:
+    """Start `argv` sandboxed in `cwd`, in a process group of its own, under the limits.
+
+    pipes=True: the child's stdin and stdout are pipes to the parent (stderr goes to the
+    log); pipes=False: stdin is /dev/null, stdout and stderr go to the log.
+
+    `log_path` must be a path the parent controls: put it beside the child's work folder,
+    not inside it (see `private_workdir`). The parent creates it (O_NOFOLLOW, mode 0600)
+    before the start and reads it only through `IsolatedChild.log_fd`. The caller must call
+    `finish()` (also on errors); until then it may poll `check_tree()` every ~0.2 s and
+    enforce its own deadline. Raises SandboxUnavailableError when bubblewrap is missing and
+    the policy forbids unsandboxed runs.
+    """
+    return _start(argv, cwd=cwd, env=env, log_path=log_path, policy=policy,
+                  readable=readable, stdin_pipe=pipes, stdout_pipe=pipes)
+
+
+def _watch(child: IsolatedChild, timeout_s: float, stdin_data: bytes | None
+           ) -> tuple[bool, str | None]:
+    """Feed `stdin_data` and wait; (timed out, the watchdog's reason) when it stops."""
+    deadline = child.started + timeout_s
+    process = child.process
+    pending = memoryview(stdin_data or b"")
+    stdin = process.stdin
+    poller = select.poll()
+    if stdin is not None:
+        os.set_blocking(stdin.fileno(), False)
+        poller.register(stdin.fileno(), select.POLLOUT)
+    while True:
+        interval = max(0.0, min(_WATCH_INTERVAL_S, deadline - time.monotonic()))
+        # A child that does not read its stdin cannot hold the parent past the deadline.
+        if stdin is not None and pending and poller.poll(interval * 1000):
             try:
-                process.stdin.write(stdin_data.encode("utf-8"))
-                process.stdin.close()
-            except BrokenPipeError:
-                pass  # the child died before reading: its exit status tells why
-        returncode, timed_out, killed_because = _wait(process, timeout_s, chosen.processes)
-        # Grandchildren a candidate left behind die with their group (and bwrap's namespace).
-        _kill_group(process.pid)
-    return ProcessOutcome(returncode=returncode, timed_out=timed_out,
-                          seconds=time.monotonic() - started, log_tail=read_tail(log_path),
-                          sandboxed=bwrap is not None, killed_because=killed_because)
+                pending = pending[os.write(stdin.fileno(), pending[:1 << 16]):]
+            except BlockingIOError:
+                pass
+            except OSError:  # a broken pipe: the child's exit status tells why
+                pending = memoryview(b"")
+        if stdin is not None and not pending:
+            with contextlib.suppress(OSError):
+                stdin.close()
+            stdin = None
+        try:
+            process.wait(timeout=0 if stdin is not None else interval)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            return False, None
+        if time.monotonic() >= deadline:
+            return True, None
+        reason = child.check_tree()
+        if reason is not None:
+            return False, reason
+
+
+def run_isolated(argv: Sequence[str], *, cwd: Path, timeout_s: float, log_path: Path,
+                 env: Mapping[str, str], stdin_data: str | None = None,
+                 policy: SandboxPolicy | None = None,
+                 readable: Sequence[Path] = ()) -> ProcessOutcome:
+    """Run `argv` sandboxed in `cwd`; kill its whole tree at the end or on timeout.
+
+    `stdin_data` is written to the child's stdin and the pipe closed: the way to hand a
+    child what its environment and command line must not show. The child's stdout and
+    stderr go to `log_path` (best outside `cwd`; see `start_isolated`), whose tail the
+    outcome carries, read through the parent's own descriptor.
+    """
+    child = _start(argv, cwd=cwd, env=env, log_path=log_path, policy=policy,
+                   readable=readable, stdin_pipe=stdin_data is not None, stdout_pipe=False)
+    timed_out, reason = False, None
+    try:
+        timed_out, reason = _watch(
+            child, timeout_s, None if stdin_data is None else stdin_data.encode("utf-8"))
+    finally:
+        outcome = child.finish(timed_out=timed_out, killed_because=reason)
+    return outcome

@@ -39,6 +39,12 @@ class PreparedCase:
     note: str = ""
     repeat_of: str | None = None  # this case re-runs another case's shapes with fresh values
     descriptors: list[InputCase] = field(default_factory=list)
+    # How each input is laid out when the forward sees it (runners.harness.tensors).
+    layouts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.layouts:
+            self.layouts = ["contiguous"] * len(self.inputs)
 
     def shapes(self) -> list[list[int]]:
         return [list(value.shape) for value in self.inputs if isinstance(value, torch.Tensor)]
@@ -82,13 +88,12 @@ def prepare_spec_case(case: CaseSpec) -> PreparedCase:
                         descriptors=list(case.inputs))
 
 
-def spec_cases(cases: Sequence[CaseSpec]) -> list[PreparedCase]:
+def spec_cases(cases: Sequence[CaseSpec], *, fresh_seed: int) -> list[PreparedCase]:
     """The spec's own cases, plus a fresh-valued repeat of the smallest (for the cache check)."""
     prepared = [prepare_spec_case(case) for case in cases]
     if prepared:
         smallest = min(cases, key=lambda case: sum(_numel(item.shape) for item in case.inputs
                                                     if item.kind == "tensor"))
-        fresh_seed = max(case.seed for case in cases) + 1000
         repeat = prepare_spec_case(replace(smallest, name=f"{smallest.name}-fresh",
                                            seed=fresh_seed))
         repeat.repeat_of = smallest.name

@@ -5,24 +5,32 @@ from __future__ import annotations
 import json
 import secrets
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import runners
 from bot.agent.offline.driver import OfflineResult
 from runners.base import CaseSpec
-from runners.sandbox import SandboxUnavailableError, run_isolated, sandbox_environment
+from runners.sandbox import (
+    SandboxUnavailableError,
+    private_workdir,
+    read_untrusted,
+    run_isolated,
+    sandbox_environment,
+)
 
 GENERATOR_TIMEOUT_S = 600.0
+_MAX_RESULT_BYTES = 64 * 1024 * 1024
 
 
 def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | None,
                        cases: list[CaseSpec], timeout_s: float = GENERATOR_TIMEOUT_S,
                        backend: str = "triton", generation: str = "legacy") -> OfflineResult:
     """Trace the reference and write a Triton candidate, in a child process with a timeout."""
-    with tempfile.TemporaryDirectory(prefix="opbot-generate-") as tmp:
-        workdir = Path(tmp)
+    with private_workdir("opbot-generate-") as tmp:
+        # The child writes only in work/; its log lies beside it, out of its reach.
+        workdir = tmp / "work"
+        workdir.mkdir()
         result_path = workdir / f"generated-{secrets.token_hex(8)}.json"
         envelope = {
             "result": str(result_path),
@@ -33,15 +41,17 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
         root = str(Path(runners.__file__).resolve().parent.parent)
         try:
             outcome = run_isolated([sys.executable, "-m", "bot.agent.offline"], cwd=workdir,
-                                   timeout_s=timeout_s, log_path=workdir / "generator.log",
+                                   timeout_s=timeout_s, log_path=tmp / "generator.log",
                                    env=sandbox_environment(workdir, {"PYTHONPATH": root}),
                                    stdin_data=json.dumps(envelope),
                                    readable=[reference, Path(root)])
         except SandboxUnavailableError as exc:
             return OfflineResult(status="error", reason=str(exc))
+        data = read_untrusted(result_path, _MAX_RESULT_BYTES)  # never a symlink or a FIFO
         try:
-            return OfflineResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            if data is not None:
+                return OfflineResult.from_json(json.loads(data.decode("utf-8")))
+        except (ValueError, TypeError, AttributeError):  # not the JSON object it should be
             pass
     if outcome.timed_out:
         reason = f"the offline generator ran past {timeout_s:g} s and was stopped"

@@ -1,0 +1,145 @@
+"""The candidate worker: imports the candidate and runs its forward on what the judge sends.
+
+It never sees the reference, the seeds, the expected outputs, the comparison or any case
+before the judge sends it: each `run` request carries one case's inputs, and the answer is
+the outputs as data plus what the run-time guard recorded (best effort: this process is the
+candidate's, so whatever it reports is checked by the judge, never trusted for the verdict's
+values). It imports the candidate as soon as it starts, while the reference worker prepares
+the cases.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runners.base import Failure
+from runners.harness.guard import ForwardGuard, mutated_inputs, snapshot
+from runners.harness.loading import UserCodeError, as_user_error, load_module
+from runners.harness.tensors import decode_tree, encode_tree, place
+from runners.harness.timing import TimingMethod, timing_function
+from runners.harness.wire import Message, WireTensor
+from runners.harness.worker import Channel, internal_failure, select_device, synchronize
+
+
+class CandidateSession:
+    def __init__(self, candidate: Path, device: str) -> None:
+        self.candidate = candidate
+        self.device = device
+        self.guard = ForwardGuard()
+        self.module: Any = None
+        self.model: Any = None
+
+    def load(self) -> Failure | None:
+        self.guard.install()
+        try:
+            self.module = load_module(self.candidate, "opbot_candidate")
+        except UserCodeError as exc:
+            return Failure(check="load", message=exc.message, location=exc.location,
+                           log_tail=exc.log or None)
+        if not hasattr(self.module, "ModelNew"):
+            return Failure(check="load", message="the candidate defines no class ModelNew "
+                           "(KernelBench convention: same constructor and forward as the "
+                           "reference's Model)")
+        return None
+
+    def build(self, request: Message) -> tuple[Failure | None, bool]:
+        """ModelNew(*init_args) with the reference's parameters; whether they were shared."""
+        args = list(decode_tree(request.header["init_args"], request.tensors))
+        try:
+            torch.manual_seed(int(request.header["init_seed"]))
+            model = self.module.ModelNew(*args)
+        except Exception as exc:  # noqa: BLE001 - user code
+            error = as_user_error(exc, self.candidate)
+            return Failure(check="init", message=f"ModelNew(*init_args) raised: {error.message}",
+                           location=error.location, log_tail=error.log or None), False
+        params = {item["name"]: decode_tree(item["value"], request.tensors)
+                  for item in request.header.get("params") or []}
+        shared = _share_parameters(params, model)
+        mover = getattr(model, "to", None)
+        self.model = mover(self.device) if callable(mover) else model
+        return None, shared
+
+    def run(self, request: Message) -> tuple[dict[str, Any], list[WireTensor]]:
+        values = place(list(decode_tree(request.header["inputs"], request.tensors)),
+                       list(request.header["layouts"]), self.device)
+        before = snapshot(values)
+        launches = self.guard.launches
+        try:
+            with torch.no_grad(), self.guard.watch() as computed:
+                output = self.model(*values)
+            synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001 - the candidate's own error
+            error = as_user_error(exc, self.candidate)
+            failure = Failure(check="run", case=str(request.header.get("case")),
+                              message=error.message, location=error.location,
+                              log_tail=error.log or None)
+            return {"kind": "failed", "failure": failure.to_json()}, []
+        tensors: list[WireTensor] = []
+        tree = encode_tree(output, tensors)
+        return {"kind": "outputs", "output": tree, "computed": dict(computed),
+                "launches": self.guard.launches - launches,
+                "mutated": mutated_inputs(before, values)}, tensors
+
+    def time(self, request: Message) -> dict[str, Any]:
+        values = place(list(decode_tree(request.header["inputs"], request.tensors)),
+                       list(request.header["layouts"]), self.device)
+        method: TimingMethod = "wall_clock" if self.device == "cpu" else "device_events"
+        trials, warmup = (2, 0) if self.device == "cpu" else (50, 5)
+        with torch.no_grad():
+            stats = timing_function(method)(lambda: self.model(*values), self.device, trials,
+                                            warmup)
+        return {"kind": "timed", "median_ms": stats.median_ms, "min_ms": stats.min_ms,
+                "max_ms": stats.max_ms, "trials": stats.trials}
+
+
+def _share_parameters(params: dict[str, Any], model: Any) -> bool:
+    """The reference's weights in the candidate when their state dicts line up."""
+    try:
+        target = model.state_dict()
+    except Exception:  # noqa: BLE001 - not an nn.Module: nothing to share
+        return False
+    if not params or params.keys() != target.keys() or any(
+            params[key].shape != target[key].shape for key in params):
+        return False
+    model.load_state_dict(params)
+    return True
+
+
+def main(channel: Channel) -> None:
+    request = channel.receive()
+    started = time.monotonic()
+    device, _ = select_device()
+    session = CandidateSession(Path(str(request.header["candidate"])), device)
+    failure = session.load()
+    if failure is not None:
+        channel.fail(failure)
+        return
+    channel.send({"kind": "loaded", "seconds": time.monotonic() - started})
+    while True:
+        request = channel.receive()
+        if request.kind == "init":
+            started = time.monotonic()
+            failure, shared = session.build(request)
+            if failure is not None:
+                channel.fail(failure)
+                return
+            channel.send({"kind": "ready", "shared_parameters": shared,
+                          "seconds": time.monotonic() - started})
+        elif request.kind == "run":
+            header, tensors = session.run(request)
+            channel.send(header, tensors)
+        elif request.kind == "time":
+            channel.send(session.time(request))
+        else:
+            return
+
+
+def run(channel: Channel) -> None:
+    try:
+        main(channel)
+    except Exception as exc:  # noqa: BLE001 - a harness fault still answers the judge
+        channel.fail(internal_failure(exc))
