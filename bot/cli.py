@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from rich.markup import escape
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot import __version__

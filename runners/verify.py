@@ -16,6 +16,7 @@ docs/threat-model.md for what this guarantees and what stays best effort.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
@@ -67,7 +68,9 @@ _REFERENCE_MAX_BYTES = 1 << 36  # the reference's cases: large, but not unbounde
 _OUTPUT_SLACK_BYTES = 16 * 1024 * 1024
 _STOPPING_CHECKS = ("run", "torch_op", "no_kernel")
 # What a candidate's "failed" answer may claim at each stage: it cannot shift the blame.
-_STAGE_CHECKS = {"load": ("load", "crash"), "init": ("init", "crash"), "run": ("run", "crash")}
+_STAGE_CHECKS = {"load": ("load", "crash"), "init": ("init", "crash"),
+                 "run": ("run", "crash", "device", "output_structure")}
+_MESSAGE_CHARS = 2000  # what user code's errors may put into a verdict
 
 
 class JudgeStop(Exception):
@@ -94,7 +97,7 @@ def static_failures(candidate: Path, deadline: float | None = None) -> list[Fail
     except UnicodeDecodeError:
         return []
     return [_finding_failure(finding, candidate) for finding in check_source(
-        source, filename=str(candidate))]  # TEMP-DEADLINE
+        source, filename=str(candidate), deadline=deadline)]
 
 
 def _finding_failure(finding: Finding, candidate: Path) -> Failure:
@@ -288,10 +291,10 @@ class Judge:
         failures: list[Failure] = []
         truth: list[Any] = []
         for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-            failures += self._compare_item(name, index, want, got, truth, errors)
+            failures += self._compare_item(name, index, want, got, truth=truth, errors=errors)
         return failures
 
-    def _compare_item(self, case: str, index: int, want: Any, got: Any, truth: list[Any],
+    def _compare_item(self, case: str, index: int, want: Any, got: Any, *, truth: list[Any],
                       errors: list[tuple[float, float]]) -> list[Failure]:
         if not isinstance(want, WireTensor):
             if want != got:
@@ -400,7 +403,8 @@ class Judge:
                            f"malformed failure during {stage}")
         allowed = _STAGE_CHECKS[stage]
         check = claimed.check if claimed.check in allowed else allowed[0]
-        return Failure(check=check, case=case or claimed.case, message=str(claimed.message),
+        return Failure(check=check, case=case or claimed.case,
+                       message=str(claimed.message)[:_MESSAGE_CHARS],
                        location=claimed.location, log_tail=claimed.log_tail,
                        details=dict(claimed.details) if isinstance(claimed.details, dict)
                        else {})
@@ -590,7 +594,5 @@ def _judge(judge: Judge, request: VerifyRequest, deadline: float) -> VerifyResul
 
 def _say_exit(judge: Judge) -> None:
     for worker in (judge.reference, judge.candidate):
-        try:
+        with contextlib.suppress(WireError, OSError, ValueError):  # gone: finish() reaps it
             worker.send({"kind": "exit"})
-        except (WireError, OSError, ValueError):
-            pass  # gone already: finish() reaps it

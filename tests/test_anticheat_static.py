@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import sys
 import textwrap
+import time
 from collections.abc import Collection
 from pathlib import Path
 
@@ -23,6 +24,7 @@ REFERENCE = "static_reference_call"
 FALLBACK = "static_fallback"
 STREAM = "static_stream"
 TAMPER = "static_tamper"
+STRUCTURE = "static_structure"
 
 HEADER = '''
 import torch
@@ -107,9 +109,9 @@ FIRING: list[tuple[str, str, set[str]]] = [
      candidate("return _sm(launch(x), -1)", extra="_sm = torch.softmax"), {TORCH_OP}),
     ("local_alias_of_op", candidate("op = torch.softmax\nreturn op(launch(x), -1)"), {TORCH_OP}),
     ("getattr_on_torch", candidate('return getattr(torch, "softmax")(launch(x), -1)'),
-     {TORCH_OP}),
+     {TORCH_OP, TAMPER}),
     ("getattr_computed_name", candidate('name = "soft" + "max"\nreturn getattr(F, name)(x, -1)'),
-     {TORCH_OP}),
+     {TORCH_OP, TAMPER}),
     ("tensor_method_sum", candidate("y = launch(x)\nreturn y.sum(dim=1)"), {TORCH_OP}),
     ("tensor_method_inplace", candidate("y = launch(x)\ny.mul_(2)\nreturn y"), {TORCH_OP}),
     ("tensor_method_chain", candidate("return launch(x).exp().clamp(min=0)"), {TORCH_OP}),
@@ -138,7 +140,7 @@ FIRING: list[tuple[str, str, set[str]]] = [
     ("nn_module_module_level",
      candidate("return _act(launch(x))", extra="_act = nn.GELU()"), {TORCH_OP}),
     ("inherits_nn_linear_forward", candidate("return super().forward(x)", bases="nn.Linear"),
-     {TORCH_OP}),
+     {TORCH_OP, STRUCTURE}),
     ("numpy_on_host",
      candidate("return torch.as_tensor(np.exp(x.cpu().numpy()))", extra="import numpy as np"),
      {TORCH_OP}),
@@ -187,7 +189,8 @@ FIRING: list[tuple[str, str, set[str]]] = [
                                      reference=True), {REFERENCE}),
     ("no_forward_inherits_reference",
      HEADER + REFERENCE_CLASS + "\nclass ModelNew(Model):\n    pass\n", {REFERENCE}),
-    ("modelnew_is_model", HEADER + REFERENCE_CLASS + "\nModelNew = Model\n", {REFERENCE}),
+    ("modelnew_is_model", HEADER + REFERENCE_CLASS + "\nModelNew = Model\n",
+     {REFERENCE, STRUCTURE}),
     ("import_reference", candidate("return launch(x)", extra="from reference import Model"),
      {REFERENCE}),
     ("import_module_named_reference",
@@ -309,9 +312,254 @@ FIRING: list[tuple[str, str, set[str]]] = [
     ("forward_hook", candidate("return launch(x)",
                                init="self.register_forward_hook(lambda m, i, o: o)"), {TAMPER}),
     ("rebind_forward_outside_class", candidate("return launch(x)") + "ModelNew.forward = print\n",
-     {TAMPER}),
+     {STRUCTURE}),
     ("harness_import", candidate("return launch(x)", extra="from runners import harness"),
      {TAMPER}),
+    # --- static_tamper: frames and tracebacks ---------------------------------------------
+    ("traceback_to_caller_locals",
+     candidate("try:\n    raise ValueError\nexcept ValueError as exc:\n"
+               "    seen = exc.__traceback__.tb_frame.f_back.f_locals\nreturn launch(x)"),
+     {TAMPER}),
+    ("generator_frame", candidate("g = (i for i in [0])\nreturn g.gi_frame.f_back.f_locals['out']"),
+     {TAMPER}),
+    ("coroutine_frame",
+     candidate("return launch(x)", extra="async def co():\n    pass\n\nFRAME = co().cr_frame\n"),
+     {TAMPER}),
+    ("frame_globals_by_getattr", candidate('f = getattr(self._tb, "tb_frame")\nreturn launch(x)'),
+     {TAMPER}),
+    ("sys_exc_info",
+     candidate("try:\n    1 / 0\nexcept ZeroDivisionError:\n    tb = sys.exc_info()[2]\n"
+               "return launch(x)", extra="import sys"), {TAMPER}),
+    ("sys_exception", candidate("e = sys.exception()\nreturn launch(x)", extra="import sys"),
+     {TAMPER}),
+    ("inspect_any_frame_function",
+     candidate("return launch(x)", extra="import inspect\nF0 = inspect.getouterframes"), {TAMPER}),
+    # --- static_tamper: reflection and namespaces -------------------------------------------
+    ("sys_modules_subscript", candidate('return sys.modules["torch"].relu(x)', extra="import sys"),
+     {TAMPER, TORCH_OP}),
+    ("getattr_module_at_module_level",
+     candidate("return RELU(launch(x))", extra='RELU = getattr(torch, "relu")'),
+     {TAMPER, TORCH_OP}),
+    ("getattr_self_computed_name",
+     candidate('name = "_p" + "ost"\nreturn getattr(self, name)(launch(x))',
+               methods="def _post(self, y):\n    return y"), {TAMPER}),
+    ("hasattr_computed_name", candidate("ok = hasattr(torch, self.name)\nreturn launch(x)"),
+     {TAMPER}),
+    ("getattr_unpacked", candidate("return getattr(*self.where)(x)"), {TAMPER}),
+    ("dict_update_swaps_relu",
+     candidate("return launch(x)", extra="torch.__dict__.update(relu=torch.abs)"),
+     {TAMPER, TORCH_OP}),
+    ("dict_read", candidate("return torch.__dict__['relu'](launch(x))"), {TAMPER}),
+    ("self_dict_write", candidate("self.__dict__['forward'] = launch\nreturn launch(x)"),
+     {TAMPER}),
+    ("vars_on_module", candidate("return vars(F)['relu'](x)"), {TAMPER}),
+    ("globals_at_module_level",
+     candidate("return launch(x)", extra="G = globals()"), {TAMPER}),
+    ("locals_in_forward", candidate("names = locals()\nreturn launch(x)"), {TAMPER}),
+    ("dir_on_module", candidate("names = dir(torch)\nreturn launch(x)"), {TAMPER}),
+    ("object_setattr",
+     candidate("return launch(x)", init='object.__setattr__(self, "forward", print)'),
+     {TAMPER}),
+    ("getattr_passed_as_value",
+     candidate("return launch(x)", extra="import functools\n"
+               "RELU = functools.reduce(getattr, ['nn', 'functional', 'relu'], torch)"),
+     {TAMPER}),
+    ("getattr_aliased", candidate("return launch(x)", extra="lookup = getattr"), {TAMPER}),
+    ("module_passed_as_value",
+     candidate("return _apply(torch, x)",
+               extra='def _apply(lib, t):\n    return getattr(lib, "relu")(t)\n'),
+     {TAMPER, TORCH_OP}),
+    ("module_aliased_locally", candidate("lib = F\nreturn lib.gelu(launch(x))"), {TAMPER}),
+    ("rebind_torch_isnan",
+     candidate("return launch(x)", extra="torch.isnan = lambda t: t != t"), {TAMPER}),
+    ("rebind_functional_relu",
+     candidate("return launch(x)", extra="torch.nn.functional.relu = torch.abs"),
+     {TAMPER, TORCH_OP}),
+    ("rebind_triton_language",
+     candidate("return launch(x)", extra="triton.language.maximum = tl.minimum"), {TAMPER}),
+    ("rebind_by_for_target",
+     candidate("return launch(x)", extra="for torch.relu in [print]:\n    pass"), {TAMPER}),
+    # --- static_tamper: private PyTorch and Triton internals -------------------------------
+    ("disable_torch_function",
+     candidate("with torch._C.DisableTorchFunction():\n    return launch(x)"), {TAMPER}),
+    ("disable_torch_dispatch_import",
+     candidate("return launch(x)", extra="from torch._C import _DisableTorchDispatch"), {TAMPER}),
+    ("disable_torch_function_subclass",
+     candidate("return launch(x)", extra="from torch._C import DisableTorchFunctionSubclass"),
+     {TAMPER}),
+    ("torch_overrides", candidate("return launch(x)", extra="import torch.overrides"),
+     {TAMPER}),
+    ("torch_refs", candidate("return torch._refs.relu(x)"), {TAMPER}),
+    ("torch_ops_private", candidate("return launch(x)", extra="OPS = torch._ops.ops"), {TAMPER}),
+    ("torch_prims_import", candidate("return launch(x)", extra="from torch import _prims"),
+     {TAMPER}),
+    ("triton_interpreter",
+     candidate("return launch(x)", extra="from triton.runtime import interpreter"), {TAMPER}),
+    ("triton_jit_internals",
+     candidate("return launch(x)", extra="triton.runtime.jit.JITFunction.run = print"),
+     {TAMPER}),
+    # --- static_torch_op: array libraries anywhere -----------------------------------------
+    ("numpy_import_alone", candidate("return launch(x)", extra="import numpy as np"), {TORCH_OP}),
+    ("numpy_through_dict",
+     candidate("return torch.as_tensor(LIBS['n'].exp(x.cpu()))",
+               extra="import numpy\nLIBS = {'n': numpy}"), {TORCH_OP}),
+    ("numpy_through_interpreter",
+     candidate("return torch.as_tensor(triton.runtime.interpreter.np.exp(x.cpu()))"),
+     {TORCH_OP, TAMPER}),
+    ("numpy_from_import", candidate("return launch(x)", extra="from numpy import exp"),
+     {TORCH_OP}),
+    ("scipy_special", candidate("return launch(x)", extra="import scipy.special as ss"),
+     {TORCH_OP}),
+    ("jax_numpy", candidate("return launch(x)", extra="import jax.numpy as jnp"), {TORCH_OP}),
+    ("pandas", candidate("return launch(x)", extra="import pandas as pd"), {TORCH_OP}),
+    ("math_fsum_over_tensor", candidate("return x.new_tensor(math.fsum(x))",
+                                        extra="import math"), {TORCH_OP}),
+    # --- static_torch_op: what a @triton.jit body calls ------------------------------------
+    ("kernel_calls_plain_helper", candidate("return launch2(x)", extra='''
+def _helper(v):
+    return torch.relu(v)
+
+@triton.jit
+def k2(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, _helper(tl.load(x_ptr + offs)))
+
+def launch2(x):
+    k2[(1,)](x, BLOCK=16)
+    return x
+'''), {TORCH_OP}),
+    ("kernel_passes_plain_combine_fn", candidate("return launch2(x)", extra='''
+def _add(a, b):
+    return a + b
+
+@triton.jit
+def k2(x_ptr, BLOCK: tl.constexpr):
+    v = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(x_ptr, tl.reduce(v, 0, _add))
+
+def launch2(x):
+    k2[(1,)](x, BLOCK=16)
+    return x
+'''), {TORCH_OP}),
+    ("kernel_calls_its_argument", candidate("return launch2(x)", extra='''
+@triton.jit
+def k2(x_ptr, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, FN(tl.load(x_ptr + offs)))
+
+def launch2(x):
+    k2[(1,)](x, print, BLOCK=16)
+    return x
+'''), {TORCH_OP}),
+    ("kernel_calls_through_container", candidate("return launch2(x)", extra='''
+ACTS = {"relu": print}
+
+@triton.jit
+def k2(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, ACTS["relu"](tl.load(x_ptr + offs)))
+
+def launch2(x):
+    k2[(1,)](x, BLOCK=16)
+    return x
+'''), {TORCH_OP}),
+    ("kernel_calls_math", candidate("return launch2(x)", extra='''
+import math
+
+@triton.jit
+def k2(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, math.exp(tl.load(x_ptr + offs)))
+
+def launch2(x):
+    k2[(1,)](x, BLOCK=16)
+    return x
+'''), {TORCH_OP}),
+    # --- static_torch_op: compute functions hidden in values -------------------------------
+    ("torch_fn_in_list", candidate("return OPS[0](launch(x))", extra="OPS = [torch.relu]"),
+     {TORCH_OP}),
+    ("torch_fn_in_dict", candidate("return OPS['act'](launch(x))",
+                                   extra="OPS = {'act': F.gelu}"), {TORCH_OP}),
+    ("torch_fn_default_argument",
+     candidate("return self.post(launch(x))",
+               methods="def post(self, y, op=F.relu):\n    return op(y)"), {TORCH_OP}),
+    ("torch_fn_partial", candidate("return P(launch(x))",
+                                   extra="import functools\nP = functools.partial(torch.relu)"),
+     {TORCH_OP}),
+    ("torch_fn_in_lambda_in_init", candidate("return self.act(launch(x))",
+                                             init="self.act = lambda t: torch.relu(t)"),
+     {TORCH_OP}),
+    ("closure_from_factory",
+     candidate("return self.act(launch(x))", init="self.act = _make()",
+               extra="def _make():\n    def inner(t):\n        return t.relu()\n\n"
+                     "    return inner\n"),
+     {TORCH_OP}),
+    ("helper_stored_then_called",
+     candidate("return self.act(launch(x))", init="self.act = _post",
+               extra="def _post(t):\n    return torch.sigmoid(t)\n"), {TORCH_OP}),
+    ("helper_registered_in_module_list",
+     candidate("return _REGISTRY[-1](launch(x))",
+               extra="_REGISTRY = []\n\ndef _post(t):\n    return t.tanh()\n\n"
+                     "_REGISTRY.append(_post)\n"), {TORCH_OP}),
+    ("factory_value_read_in_forward",
+     candidate("return _ACT(launch(x))",
+               extra="def _make():\n    return nn.GELU()\n\n_ACT = _make()\n"), {TORCH_OP}),
+    ("nn_modules_in_module_level_list",
+     candidate("return _OPS[0](launch(x))", extra="_OPS = [nn.ReLU()]"), {TORCH_OP}),
+    ("lambda_stored_by_the_inherited_reference",
+     candidate("return self.act(launch(x))", bases="Model", reference=True).replace(
+         "self.weight = nn.Parameter(torch.randn(n))",
+         "self.weight = nn.Parameter(torch.randn(n))\n        self.act = lambda t: t.relu()"),
+     {TORCH_OP}),
+    ("class_passed_as_value",
+     candidate("return self.h.run(launch(x))", init="self.h = _build(_Helper)",
+               extra="class _Helper:\n    def run(self, t):\n        return t.exp()\n\n"
+                     "def _build(cls):\n    return cls()\n"), {TORCH_OP}),
+    # --- static_structure -----------------------------------------------------------------
+    ("modelnew_from_factory",
+     HEADER + "\ndef make():\n    class ModelNew(nn.Module):\n        def forward(self, x):\n"
+              "            return launch(x)\n    return ModelNew\n\nModelNew = make()\n",
+     {STRUCTURE}),
+    ("modelnew_from_type",
+     HEADER + "\nModelNew = type('ModelNew', (nn.Module,), {'forward': lambda self, x: x})\n",
+     {STRUCTURE}),
+    ("modelnew_conditional",
+     HEADER + "\nif torch.cuda.is_available():\n    class ModelNew(nn.Module):\n"
+              "        def forward(self, x):\n            return launch(x)\n", {STRUCTURE}),
+    ("modelnew_twice", candidate("return launch(x)") + candidate("return launch(x)"),
+     {STRUCTURE}),
+    ("modelnew_metaclass", candidate("return launch(x)", bases="nn.Module, metaclass=Meta",
+                                     extra="class Meta(type):\n    pass\n"), {STRUCTURE}),
+    ("modelnew_decorated",
+     candidate("return launch(x)").replace("class ModelNew", "@keep\nclass ModelNew"),
+     {STRUCTURE}),
+    ("modelnew_other_base", candidate("return launch(x)", bases="Base",
+                                      extra="class Base(nn.Module):\n    pass\n"), {STRUCTURE}),
+    ("base_with_metaclass",
+     candidate("return launch(x)", bases="Model", reference=True).replace(
+         "class Model(nn.Module):", "class Model(nn.Module, metaclass=type):"), {STRUCTURE}),
+    ("base_with_init_subclass",
+     candidate("return launch(x)", bases="Model", reference=True).replace(
+         "class Model(nn.Module):",
+         "class Model(nn.Module):\n    def __init_subclass__(cls):\n        cls.forward = print\n"),
+     {STRUCTURE}),
+    ("modelnew_forward_assigned_in_body",
+     candidate("return launch(x)", methods="__call__ = launch"), {STRUCTURE}),
+    ("self_forward_rebound_in_init",
+     candidate("return launch(x)", init="self.forward = launch"), {STRUCTURE}),
+    ("setattr_forward_constant",
+     candidate("return launch(x)", init='setattr(self, "forward", launch)'), {STRUCTURE}),
+    ("class_swapped", candidate("return launch(x)", init="self.__class__ = nn.Module"),
+     {STRUCTURE}),
+    ("output_class_swapped",
+     candidate("out = launch(x)\nout.__class__ = Fake\nreturn out",
+               extra="class Fake(torch.Tensor):\n    pass\n"), {TAMPER}),
+    ("modelnew_deleted", candidate("return launch(x)") + "del ModelNew\n", {STRUCTURE}),
+    ("modelnew_imported", HEADER + "\nfrom elsewhere import ModelNew\n", {STRUCTURE}),
+    ("modelnew_declared_global",
+     HEADER + "\ndef setup():\n    global ModelNew\n    ModelNew = None\n", {STRUCTURE}),
+    ("module_level_getattr", HEADER + "\ndef __getattr__(name):\n    return None\n",
+     {STRUCTURE}),
 ]
 
 CLEAN: list[tuple[str, str]] = [
@@ -433,6 +681,101 @@ def launch2(x):
                                      extra="import os")),
     ("interpreter_selection_is_fine", candidate(
         "return launch(x)", extra='import os\nos.environ.setdefault("TRITON_INTERPRET", "1")')),
+    ("honest_reflection_and_probes", candidate(
+        'w = getattr(self, "weight", None)\nhas_npu = hasattr(torch, "npu")\n'
+        'dt = getattr(x, "dtype")\nreturn launch(x)',
+        init="self.weight = nn.Parameter(torch.randn(4))")),
+    ("attribute_path_reduce", candidate(
+        'w = functools.reduce(getattr, "fc.weight".split("."), self)\nreturn launch(x)',
+        init="self.fc = nn.Linear(4, 4)", extra="import functools")),
+    ("type_checks_and_annotations", candidate(
+        "assert isinstance(x, torch.Tensor) and not isinstance(self, (nn.Linear, nn.Conv2d))\n"
+        "return self._run(x)",
+        methods="def _run(self, t: torch.Tensor, gen: torch.Generator | None = None)"
+                " -> torch.Tensor:\n    return launch(t)")),
+    ("autograd_function_base", candidate("return _Copy.apply(x)", extra='''
+class _Copy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return launch(t)
+''')),
+    ("autotune_heuristics_grid_lambda", candidate("return launch2(x)", extra='''
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+                 key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def k2(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in tl.static_range(2):
+        acc += _twice(tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32))
+    acc = tl.where(acc > 0, acc, 0.0) + min(1, 2) * 0 + tl.cdiv(n, BLOCK) * 0
+    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def _twice(v):
+    return v * 2
+
+
+def launch2(x):
+    out = torch.empty_like(x)
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)  # noqa: E731
+    k2[grid](x, out, x.numel())
+    return out
+''')),
+    ("kernel_reduce_with_jit_combine", candidate("return launch2(x)", extra='''
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def k2(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    v = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr, tl.reduce(v, 0, _add))
+
+
+def launch2(x):
+    out = torch.empty(1, device=x.device, dtype=x.dtype)
+    k2[(1,)](x, out, BLOCK=16)
+    return out
+''')),
+    ("launch_helpers_in_a_dispatch_table", candidate("return _pick(x)(self, x)", extra='''
+def _launch_2d(module, t):
+    return launch(t)
+
+
+def _launch_1d(module, t):
+    return launch(t)
+
+
+_VARIANTS = {2: _launch_2d, 1: _launch_1d}
+DTYPES = {torch.float16: tl.float16, torch.float32: tl.float32}
+
+
+def _pick(t):
+    return _VARIANTS[t.dim()]
+''')),
+    ("nested_grid_function", candidate("return _wrap(x)", extra='''
+def _wrap(t):
+    def grid(meta):
+        return (triton.cdiv(t.numel(), meta["BLOCK"]),)
+    out = torch.empty_like(t)
+    copy_kernel[grid](t, out, t.numel(), BLOCK=1024)
+    return out
+''')),
+    ("reference_subclass_and_math", candidate(
+        "n = math.prod(x.shape)\nblock = max(16, 1 << math.ceil(math.log2(max(n, 1))))\n"
+        "return launch(x)", bases="Model", reference=True, extra="import math")),
+    ("torch_no_grad_decorator", candidate("return launch(x)").replace(
+        "    def forward(self", "    @torch.no_grad()\n    def forward(self")),
+    ("module_alias_at_module_level", candidate("return launch(x)", extra="tlang = tl")),
+    ("reference_keeps_its_own_lambdas_and_values", candidate(
+        "return launch(x)", bases="Model", reference=True).replace(
+        "self.weight = nn.Parameter(torch.randn(n))",
+        "self.weight = nn.Parameter(torch.randn(n))\n        self.act = lambda t: F.relu(t)"
+        "\n        self.alt = torch.tanh")),
 ]
 
 
@@ -552,3 +895,158 @@ def test_shared_candidates(name: str, expect: str) -> None:
         assert findings == [], summarize(findings)
     else:
         assert expect in {f.check for f in findings}, summarize(findings)
+
+
+GOOD = sorted(CANDIDATES.glob("*__good_*.py"))
+STATIC_DATA = Path(__file__).resolve().parent / "data" / "static"
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in GOOD])
+def test_every_good_candidate_gives_no_finding(path: Path) -> None:
+    findings = check_source(path.read_text(encoding="utf-8"), filename=path.name)
+    assert findings == [], summarize(findings)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name)
+                                  for p in sorted(STATIC_DATA.glob("generated_*.py"))])
+def test_offline_generator_kernels_give_no_finding(path: Path) -> None:
+    """Files written by `opbot generate` (offline generator): reference, kernels, launcher,
+    `class ModelNew(Model)`, `hasattr(torch, "npu")`, `functools.reduce(getattr, ...)`."""
+    findings = check_source(path.read_text(encoding="utf-8"), filename=path.name)
+    assert findings == [], summarize(findings)
+
+
+def test_generated_kernel_data_is_present() -> None:
+    assert GOOD
+    assert len(list(STATIC_DATA.glob("generated_*.py"))) >= 3
+
+
+# --- speed, deadline, nesting ----------------------------------------------------------
+
+
+def hostile_source(attributes: int = 4200, helpers: int = 150, chain: int = 600,
+                   chains: int = 3) -> str:
+    """About 110 KB built to make a naive scan quadratic: thousands of class attributes read
+    through self, helpers chained through fallbacks, methods calling methods, long attribute
+    and call chains. (It took the previous scan about 6 s of CPU.)"""
+    parts = ["import torch", "import torch.nn as nn", ""]
+    for i in range(helpers):
+        nxt = f"f{i + 1}(x)" if i + 1 < helpers else "torch.relu(x)"
+        parts.append(f"def f{i}(x):\n    try:\n        return x\n    except Exception:\n"
+                     f"        return {nxt}")
+    parts.append("class ModelNew(nn.Module):")
+    parts.append("    " + " = ".join(f"a{i}" for i in range(attributes)) + " = 0")
+    parts.extend(f"    def m{i}(self, x):\n        return self.m{i + 1}(x)" for i in range(helpers))
+    parts.append("    def forward(self, x):")
+    parts.extend(f"        y{k} = x" + ".a" * chain for k in range(chains))
+    parts.extend(f"        z{k} = x" + ".abs()" * (chain // 2) for k in range(chains))
+    for start in range(0, attributes, 50):
+        names = ", ".join(f"self.a{i}" for i in range(start, min(start + 50, attributes)))
+        parts.append(f"        x = ({names})")
+    parts.append("        return f0(self.m0(x))")
+    return "\n".join(parts) + "\n"
+
+
+def test_hostile_source_is_scanned_in_linear_time() -> None:
+    source = hostile_source()
+    assert 90_000 < len(source) < 150_000
+    start = time.perf_counter()
+    findings = check_source(source)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 2.0, f"{elapsed:.2f} s"
+    checks_seen = {f.check for f in findings}
+    assert {TORCH_OP, FALLBACK, STRUCTURE} <= checks_seen, summarize(findings)
+    # twice the source, about twice the time (with room for noise): no quadratic term
+    double = hostile_source(attributes=8400, helpers=300, chains=6)
+    start = time.perf_counter()
+    check_source(double)
+    assert time.perf_counter() - start < 4 * max(elapsed, 0.05)
+
+
+def test_deadline_in_the_past_stops_at_once() -> None:
+    start = time.perf_counter()
+    findings = check_source(hostile_source(), deadline=time.monotonic() - 1.0)
+    assert time.perf_counter() - start < 0.5
+    assert [(f.check, f.line) for f in findings] == [("timeout", 0)]
+    assert "deadline" in findings[0].message
+
+
+def test_deadline_passing_during_the_scan_stops_it() -> None:
+    source = hostile_source()  # a full scan takes several times the 0.02 s allowed
+    start = time.perf_counter()
+    findings = check_source(source, deadline=time.monotonic() + 0.02)
+    elapsed = time.perf_counter() - start
+    assert "timeout" in {f.check for f in findings}
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+
+
+def test_no_deadline_and_a_far_one_change_nothing() -> None:
+    source = candidate("return torch.relu(x)")
+    assert check_source(source, deadline=time.monotonic() + 60) == check_source(source)
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("y = " + "(" * 5000 + "x" + ")" * 5000 + "\n", id="parentheses"),
+    pytest.param("y = " + "[" * 5000 + "]" * 5000 + "\n", id="brackets"),
+    pytest.param("y = " + "-" * 5000 + "x\n", id="unary_operators"),
+    pytest.param("y = " + " + ".join(["x"] * 20_000) + "\n", id="long_sum"),
+    pytest.param("y = x" + ".a" * 5000 + "\n", id="attribute_chain_5000"),
+    pytest.param("y = torch" + ".a" * 100 + ".relu(x)\n", id="attribute_chain_100"),
+])
+def test_deep_nesting_gives_a_structure_finding(source: str) -> None:
+    findings = check_source(candidate("return launch(x)", extra=source))
+    assert STRUCTURE in {f.check for f in findings}, summarize(findings)
+    assert any("nest" in f.message or "chains" in f.message for f in findings)
+
+
+def test_deep_class_hierarchy_is_reported_not_walked() -> None:
+    classes = "".join(f"class C{i}(C{i - 1}):\n    pass\n" for i in range(1, 200))
+    source = candidate("return launch(x)", extra="class C0(nn.Module):\n    pass\n" + classes,
+                       bases="C199")
+    findings = check_source(source)
+    assert STRUCTURE in {f.check for f in findings}
+    assert any("ancestors" in f.message for f in findings), summarize(findings)
+
+
+# --- messages of the new rules ----------------------------------------------------------
+
+
+def test_structure_messages_name_the_construct_and_line() -> None:
+    source = HEADER + ("\ndef make():\n    class ModelNew(nn.Module):\n"
+                       "        def forward(self, x):\n            return launch(x)\n"
+                       "    return ModelNew\n\nModelNew = make()\n")
+    findings = check_source(source)
+    lines = source.splitlines()
+    assert [f.check for f in findings] == [STRUCTURE, STRUCTURE]
+    assert "factory" in findings[0].message
+    assert lines[findings[0].line - 1].strip().startswith("class ModelNew")
+    assert findings[1].source_line == "ModelNew = make()"
+
+
+def test_kernel_call_message_names_kernel_and_helper() -> None:
+    source = candidate("return launch2(x)", extra='''
+def _helper(v):
+    return v
+
+@triton.jit
+def k2(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, _helper(tl.load(x_ptr + offs)))
+
+def launch2(x):
+    k2[(1,)](x, BLOCK=16)
+    return x
+''')
+    [finding] = check_source(source)
+    assert finding.check == TORCH_OP
+    assert "kernel k2" in finding.message
+    assert "_helper()" in finding.message
+    assert "interpreter" in finding.message
+
+
+def test_frame_message_names_the_attribute() -> None:
+    source = candidate("return launch(x)", init="self.f = self.__traceback__.tb_frame")
+    [finding] = check_source(source)
+    assert finding.check == TAMPER
+    assert "tb_frame" in finding.message
+    assert "frames" in finding.message

@@ -78,8 +78,19 @@ class CandidateSession:
                               message=error.message, location=error.location,
                               log_tail=error.log or None)
             return {"kind": "failed", "failure": failure.to_json()}, []
+        case = str(request.header.get("case"))
+        unsendable = _unsendable(output, self.device, case)
+        if unsendable is not None:
+            return {"kind": "failed", "failure": unsendable.to_json()}, []
         tensors: list[WireTensor] = []
-        tree = encode_tree(output, tensors)
+        try:
+            # Subclass hooks must not run while the outputs are read out.
+            with torch._C.DisableTorchFunctionSubclass():
+                tree = encode_tree(output, tensors)
+        except Exception as exc:  # noqa: BLE001 - whatever the forward returned
+            failure = Failure(check="output_structure", case=case, message=f"the outputs "
+                              f"cannot be read back: {type(exc).__name__}: {exc}"[:500])
+            return {"kind": "failed", "failure": failure.to_json()}, []
         return {"kind": "outputs", "output": tree, "computed": dict(computed),
                 "launches": self.guard.launches - launches,
                 "mutated": mutated_inputs(before, values)}, tensors
@@ -94,6 +105,21 @@ class CandidateSession:
                                             warmup)
         return {"kind": "timed", "median_ms": stats.median_ms, "min_ms": stats.min_ms,
                 "max_ms": stats.max_ms, "trials": stats.trials}
+
+
+def _unsendable(output: Any, device: str, case: str) -> Failure | None:
+    """An output tensor on another device than the inputs (meta, CPU on a GPU run...)."""
+    stack = [output]
+    seen = 0
+    while stack and seen < 10_000:  # an output list that holds itself must not hang us
+        seen += 1
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, torch.Tensor) and item.device.type != device:
+            return Failure(check="device", case=case, message=f"an output is on "
+                           f"{item.device.type}, the inputs on {device}")
+    return None
 
 
 def _share_parameters(params: dict[str, Any], model: Any) -> bool:

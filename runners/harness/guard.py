@@ -17,6 +17,7 @@ effort, see docs/threat-model.md); the verdict and the comparison live elsewhere
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -73,11 +74,11 @@ _OWN_FILES = {str(Path(__file__).resolve()), __file__}
 
 
 def _triton_dir() -> str | None:
-    try:
-        import triton
-    except ImportError:
+    # Found, not imported: TRITON_INTERPRET must be set before triton's first import.
+    spec = importlib.util.find_spec("triton")
+    if spec is None or spec.origin is None:
         return None
-    return str(Path(triton.__file__).resolve().parent)
+    return str(Path(spec.origin).resolve().parent)
 
 
 _TRITON_DIR = _triton_dir()
@@ -110,9 +111,9 @@ class _FunctionRecorder(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _DispatchRecorder(TorchDispatchMode):
+class _DispatchRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __init__(self, computed: Counter[str]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.computed = computed
 
     @classmethod

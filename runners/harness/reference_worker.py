@@ -29,9 +29,9 @@ from runners.base import (
 from runners.harness import inputs as case_inputs
 from runners.harness.compare import would_pass_as_zeros
 from runners.harness.inputs import PreparedCase
-from runners.harness.seeds import derive_seed
 from runners.harness.loading import UserCodeError, as_user_error, load_module
-from runners.harness.tensors import encode_tree, layout_for, place, to_wire
+from runners.harness.seeds import derive_seed
+from runners.harness.tensors import encode_tree, layout_for, place
 from runners.harness.timing import TimingMethod, timing_function
 from runners.harness.wire import Message, WireTensor
 from runners.harness.worker import Channel, internal_failure, select_device, synchronize
@@ -90,6 +90,7 @@ class ReferenceSession:
     init_args: list[Any] = field(default_factory=list)
     expected: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, PreparedCase] = field(default_factory=dict)
+    echoing: list[str] = field(default_factory=list)  # cases whose output is an input
 
     # -- the model --------------------------------------------------------------------
 
@@ -185,6 +186,9 @@ class ReferenceSession:
             cases.append(strided)
         for case in cases:
             self._strengthen_low_signal(case)
+        if cases and len(self.echoing) == len(cases):
+            self.warnings.append("low_signal: on every case the reference returns one of its "
+                                 "inputs unchanged: a candidate returning its input passes")
         self._check_independence(cases)
         self.cases = {case.name: case for case in cases}
         self.stages.append(StageResult("build", True, time.monotonic() - started,
@@ -302,8 +306,8 @@ class ReferenceSession:
         if not bases:
             return None
         base = min(bases, key=_numel)
-        layouts = [layout_for(value) if isinstance(value, torch.Tensor) else "contiguous"
-                   for value in base.inputs]
+        layouts: list[str] = [layout_for(value) if isinstance(value, torch.Tensor)
+                              else "contiguous" for value in base.inputs]
         if all(layout == "contiguous" for layout in layouts):
             return None
         seed = derive_seed(self.job.seed, "strided")
@@ -336,24 +340,41 @@ class ReferenceSession:
         return any(item.dtype.is_floating_point and would_pass_as_zeros(
             item.detach().cpu().double().numpy(), self.tolerance(item.dtype)) for item in tensors)
 
+    def _echoes_an_input(self, expected: Any, values: list[Any]) -> bool:
+        """Whether an output is bit for bit one of the inputs: returning it would pass."""
+        inputs = [value for value in values if isinstance(value, torch.Tensor)]
+        return any(isinstance(item, torch.Tensor) and any(
+            item.shape == value.shape and item.dtype == value.dtype
+            and bool(torch.equal(item.detach().cpu(), value)) for value in inputs)
+            for item in _leaves(expected))
+
+    def _weak(self, expected: Any, values: list[Any]) -> bool:
+        return self._low_signal(expected) or self._echoes_an_input(expected, values)
+
     def _strengthen_low_signal(self, case: PreparedCase) -> None:
-        """If zeros would pass this case, scale its float inputs up until they would not."""
-        if not self._low_signal(self.expected[case.name]):
+        """If zeros, or the inputs themselves, would pass this case, scale its float inputs
+        up until they would not (a clamp or hardtanh whose bounds the inputs never reach)."""
+        if not self._weak(self.expected[case.name], case.inputs):
             return
         for scale in _LOW_SIGNAL_SCALES:
             scaled = [value * scale if isinstance(value, torch.Tensor)
                       and value.dtype.is_floating_point else value for value in case.inputs]
             expected = self._run_or_none(scaled, case.layouts)
-            if expected is not None and not self._low_signal(expected):
+            if expected is not None and not self._weak(expected, scaled) and (
+                    not _nonfinite(expected) or _nonfinite(self.expected[case.name])):
                 case.inputs = scaled
                 self.expected[case.name] = expected
                 case.note = (case.note + "; " if case.note else "") + (
-                    f"inputs scaled x{scale:g}: the reference's output was too small for the "
-                    "tolerance to tell a no-op kernel from a real one")
+                    f"inputs scaled x{scale:g}: on the drawn inputs, zeros or the inputs "
+                    "themselves would have passed for the reference's output")
                 return
-        self.warnings.append(
-            f"low_signal: case {case.name}: the reference's output is within the tolerance of "
-            "zero even for strengthened inputs; value checks cannot tell a no-op from a kernel")
+        if self._low_signal(self.expected[case.name]):
+            self.warnings.append(
+                f"low_signal: case {case.name}: the reference's output is within the tolerance "
+                "of zero even for strengthened inputs; value checks cannot tell a no-op from a "
+                "kernel")
+        else:
+            self.echoing.append(case.name)
 
     def _check_independence(self, cases: list[PreparedCase]) -> None:
         for case in cases:

@@ -72,7 +72,7 @@ def encode_tree(value: Any, tensors: list[WireTensor]) -> dict[str, Any]:
                 "items": [encode_tree(item, tensors) for item in value]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"t": "value", "v": value if not isinstance(value, float)
-                or value == value and abs(value) != float("inf") else repr(value)}
+                or (value == value and abs(value) != float("inf")) else repr(value)}
     return {"t": "value", "v": f"<{type(value).__name__}>"}
 
 

@@ -187,7 +187,7 @@ def _check_tensor_entry(item: Any) -> None:
         raise WireError(f"a tensor of an unsupported kind: {str(item)[:80]}")
     shape, nbytes = item.get("shape"), item.get("nbytes")
     if not isinstance(shape, list) or not all(
-            isinstance(size, int) and not isinstance(size, bool) and 0 <= size for size in shape):
+            isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape):
         raise WireError("a tensor with a malformed shape")
     if not isinstance(nbytes, int) or nbytes < 0:
         raise WireError("a tensor with a malformed size")

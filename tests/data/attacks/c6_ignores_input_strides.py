@@ -1,0 +1,32 @@
+# expect: failed values
+# ref: softmax
+# Class 6, strides. A row softmax that assumes its input is contiguous: row r starts at
+# r * n_cols, and x is neither made contiguous nor are its strides passed. Right on every
+# contiguous input; on a transposed or sliced view it reads the wrong elements.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(axis=0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    den = tl.sum(num, axis=0)
+    tl.store(out_ptr + row * n_cols + cols, num / den, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n_rows, n_cols = x.shape
+        out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+        softmax_kernel[(n_rows,)](x, out, n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols))
+        return out
