@@ -2,7 +2,9 @@
 
 Prints the median wall time of `opbot verify REF CAND --json` and of a bare Python run of
 the same candidate (import, build ModelNew, one forward on the reference's get_inputs()),
-each in a fresh process, and their ratio. Target: verify within 3x of the bare run.
+each in a fresh process, and their ratio. Target: verify within 1.5x of the bare run
+(verification runs the reference and the candidate in two sandboxed workers, started at
+once, and compares in the parent).
 
     .venv/bin/python benchmarks/verify_overhead.py [REF CAND] [--repeat N]
 """
@@ -64,7 +66,8 @@ def main() -> None:
     print(f"candidate: {args.candidate.name}")
     print(f"bare run:     median {bare_median:.2f} s over {args.repeat}")
     print(f"opbot verify: median {verify_median:.2f} s over {args.repeat}")
-    print(f"ratio verify / bare: {verify_median / bare_median:.2f}x (target: at most 3x)")
+    print(f"per-verification latency: {verify_median:.2f} s (bare run {bare_median:.2f} s)")
+    print(f"ratio verify / bare: {verify_median / bare_median:.2f}x (target: at most 1.5x)")
 
 
 if __name__ == "__main__":

@@ -276,6 +276,10 @@ CTYPES_REASON = "ctypes and cffi can rewrite memory, the timer and the harness i
 SIGNAL_REASON = "signal handlers can dodge the timeout or interrupt the harness"
 EXIT_REASON = "ending or signalling the process hides the verdict"
 FILE_REASON = "a kernel has no business with files: they can hold cached outputs or harness data"
+SENSE_REASON = ("reading the command line, the folder or the standard streams lets a kernel "
+                "tell verification from use, or reach the judge's channel")
+STORAGE_REASON = "raw storage and pickling hand the tensor's bytes to host code"
+MATCH_REASON = "a match pattern looks attributes up where no name shows them"
 ENV_REASON = "changing environment variables changes how the harness, PyTorch or Triton behave"
 MOCK_REASON = "mock patches PyTorch, the timer or the harness"
 DISPATCH_REASON = (
@@ -392,6 +396,14 @@ FILE_RULES: tuple[_Rule, ...] = (
     ), EXIT_REASON),
     _Rule(TAMPER, (
         "builtins.open", "io.open", "io.FileIO", "os.open", "os.read", "os.fdopen", "os.listdir",
+        # Descriptors: the worker's channel to the judge is one (its answers can be forged).
+        "os.write", "os.dup", "os.dup2", "os.fstat", "os.pipe", "os.pipe2", "os.close",
+        "os.closerange", "os.lseek", "os.set_blocking", "os.sendfile", "os.writev",
+        "os.pwrite", "os.pread", "os.readv", "os.preadv", "os.pwritev", "os.truncate",
+        "os.ftruncate", "os.stat", "os.lstat", "os.readlink", "os.symlink", "os.link",
+        "os.mkfifo", "os.mknod", "os.unlink", "os.remove", "os.rename", "os.replace",
+        "os.mkdir", "os.makedirs", "os.rmdir", "os.chmod", "os.chdir", "os.path", "pathlib",
+        "io", "socket", "tempfile", "mmap", "fcntl",
         "os.scandir", "os.walk", "glob", "shutil", "shelve", "pickle.load", "marshal.load",
         "torch.load", "torch.save", "numpy.load", "numpy.save", "numpy.fromfile",
         "numpy.loadtxt", "numpy.memmap",
@@ -402,6 +414,9 @@ FILE_RULES: tuple[_Rule, ...] = (
         "os.environ.__delitem__",
     ), ENV_REASON),
     _Rule(TAMPER, ("unittest.mock", "mock"), MOCK_REASON),
+    _Rule(TAMPER, ("os.getcwd", "sys.argv",
+                   "sys.orig_argv", "sys.flags", "sys.stdout", "sys.stderr", "sys.__stdout__",
+                   "sys.__stderr__", "sys.stdin"), SENSE_REASON),
     _Rule(TAMPER, (
         "torch.library.Library", "torch.library.impl", "torch.library.register_kernel",
         "torch.overrides", "torch.utils._python_dispatch", "torch._C",
@@ -458,6 +473,12 @@ ATTRIBUTE_RULES: dict[str, Verdict] = {
     "__getattribute__": (TAMPER, REFLECT_REASON),
     "__loader__": (TAMPER, INTERNALS_REASON),
     "__spec__": (TAMPER, INTERNALS_REASON),
+    "__reduce__": (TAMPER, STORAGE_REASON),
+    "__reduce_ex__": (TAMPER, STORAGE_REASON),
+    "__getstate__": (TAMPER, STORAGE_REASON),
+    "untyped_storage": (TAMPER, STORAGE_REASON),
+    "_typed_storage": (TAMPER, STORAGE_REASON),
+    "storage": (TAMPER, STORAGE_REASON),
 }
 
 
@@ -472,6 +493,14 @@ class Finding:
 
     def location(self, file: str) -> SourceLocation:
         return SourceLocation(file=file, line=self.line, source_line=self.source_line)
+
+
+def _match_patterns(tree: ast.Module, sink: _Sink) -> None:
+    """`case object(softmax=f)` reads an attribute no Attribute node names: flagged."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.MatchClass) and node.kwd_attrs:
+            sink.add(TAMPER, node, f"matches attributes {', '.join(node.kwd_attrs)} in a "
+                                   f"class pattern: {MATCH_REASON}")
 
 
 def check_source(source: str, *, filename: str = "<candidate>",
@@ -504,6 +533,7 @@ def check_source(source: str, *, filename: str = "<candidate>",
         return []
     refs = frozenset([reference_names] if isinstance(reference_names, str) else reference_names)
     try:
+        _match_patterns(tree, sink)
         mod = _build_module(tree, refs, clock)
         _FileScan(mod, sink, clock).run()
         if mod.model is not None:

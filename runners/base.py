@@ -57,6 +57,13 @@ class SourceLocation:
     line: int
     source_line: str = ""
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SourceLocation | None:
+        file, line, text = data.get("file"), data.get("line"), data.get("source_line", "")
+        if not isinstance(file, str) or not isinstance(line, int) or not isinstance(text, str):
+            return None
+        return cls(file=file, line=line, source_line=text)
+
     def render(self) -> str:
         text = f"{self.file}:{self.line}"
         return f"{text}: {self.source_line.strip()}" if self.source_line.strip() else text
@@ -90,15 +97,18 @@ class Failure:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Failure:
+        """A failure as JSON says it; fields of the wrong type (a worker's word) are dropped."""
         location = data.get("location")
+        case, output, details, tail = (data.get("case"), data.get("output"),
+                                       data.get("details"), data.get("log_tail"))
         return cls(
             check=str(data["check"]),
             message=str(data["message"]),
-            case=data.get("case"),
-            output=data.get("output"),
-            details=dict(data.get("details") or {}),
-            location=SourceLocation(**location) if location else None,
-            log_tail=data.get("log_tail"),
+            case=case if isinstance(case, str) else None,
+            output=output if isinstance(output, int) and not isinstance(output, bool) else None,
+            details=dict(details) if isinstance(details, dict) else {},
+            location=SourceLocation.from_json(location) if isinstance(location, dict) else None,
+            log_tail=tail if isinstance(tail, str) else None,
         )
 
 
@@ -281,6 +291,10 @@ class VerifyRequest:
     time_it: bool = False
     timeout_s: float = 300.0
     seed: int | None = None  # None: a fresh secret seed for this run
+    # False only for candidates opbot itself writes (an Ascend C package's shim).
+    static_scan: bool = True
+    # More paths the candidate's worker must read (an Ascend C package's built library).
+    readable: tuple[Path, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         # Absolute: the worker runs in a folder of its own.

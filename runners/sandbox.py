@@ -69,7 +69,16 @@ _URL_WITH_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s@]+@")
 _MIN_SECRET_VALUE = 8
 # Host files that hold credentials: masked inside the sandbox even though / is readable.
 _CREDENTIAL_PATHS = (".ssh", ".netrc", ".git-credentials", ".config/gh", ".config/glab-cli",
-                     ".docker", ".aws", ".kube", ".pypirc", ".config/git/credentials")
+                     ".docker", ".aws", ".kube", ".pypirc", ".config/git/credentials",
+                     ".npmrc", ".yarnrc", ".cargo/credentials", ".cargo/credentials.toml",
+                     ".config/pip", ".pip", ".gnupg", ".azure", ".config/gcloud",
+                     ".bash_history", ".python_history", ".zsh_history", ".gitconfig",
+                     ".config/git/config", ".huggingface", ".cache/huggingface/token",
+                     ".config/opbot", ".local/share/keyrings")
+# Host-wide files that hold secrets, masked the same way (the root is readable otherwise).
+_SYSTEM_SECRET_PATHS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+                        "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d",
+                        "/var/lib/docker", "/run/secrets", "/etc/gitlab-runner")
 # Device nodes of the accelerators a backend may need.
 _DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/nvidia-uvm*", "/dev/davinci*", "/dev/davinci_manager",
                     "/dev/devmm_svm", "/dev/hisi_hdc", "/dev/dri/*")
@@ -198,15 +207,38 @@ def _device_nodes(policy: SandboxPolicy) -> list[str]:
 
 
 def _credential_masks(home: str | None) -> list[str]:
-    if not home:
-        return []
     masks: list[str] = []
-    for relative in _CREDENTIAL_PATHS:
-        path = Path(home) / relative
+    paths = [Path(home) / relative for relative in _CREDENTIAL_PATHS] if home else []
+    # Never over the interpreter itself (a venv may live anywhere).
+    python_dirs = (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+                   Path(sys.executable).resolve().parent)
+    for system in _SYSTEM_SECRET_PATHS:
+        candidate = Path(system)
+        if not any(folder.is_relative_to(candidate) for folder in python_dirs):
+            paths.append(candidate)
+    for path in paths:
         if path.is_dir():
             masks += ["--tmpfs", str(path)]
         elif path.exists():
             masks += ["--ro-bind", "/dev/null", str(path)]
+    return masks
+
+
+def _checkout_git_masks() -> list[str]:
+    """A CI checkout's `.git` (actions/checkout keeps an authorization header in its config)
+    hidden: the one above the current folder and those of the CI's workspace variables."""
+    starts = [Path.cwd()] + [Path(os.environ[name]) for name in (
+        "GITHUB_WORKSPACE", "CI_PROJECT_DIR") if os.environ.get(name)]
+    found: set[str] = set()
+    for start in starts:
+        for folder in (start, *start.parents):
+            git = folder / ".git"
+            if git.is_dir() and not git.is_symlink():
+                found.add(str(git.resolve()))
+                break
+    masks: list[str] = []
+    for hidden in sorted(found):
+        masks += ["--tmpfs", hidden]
     return masks
 
 
@@ -234,6 +266,7 @@ def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: S
     for node in _device_nodes(policy):
         command += ["--dev-bind", node, node]
     command += _credential_masks(os.environ.get("HOME"))
+    command += _checkout_git_masks()
     command += ["--bind", work, work, "--chdir", work, "--clearenv"]
     for name, value in sorted(env.items()):
         command += ["--setenv", name, value]

@@ -141,15 +141,15 @@ class Worker:
         return self.child.finish()
 
 
-def _start_worker(role: str, *, root: Path, request: VerifyRequest, readable: Path,
-                  python: str, policy: SandboxPolicy | None, deadline: float,
+def _start_worker(role: str, *, root: Path, request: VerifyRequest,
+                  readable: list[Path], python: str, policy: SandboxPolicy | None, deadline: float,
                   watch: list[IsolatedChild]) -> Worker:
     workdir = root / role
     workdir.mkdir()
     env = sandbox_environment(workdir, {"PYTHONPATH": str(_package_root())})
     child = start_isolated([python, "-m", "runners.harness", role], cwd=workdir, env=env,
                            log_path=root / f"{role}.log", policy=policy,
-                           readable=[readable, _package_root()], pipes=True)
+                           readable=[*readable, _package_root()], pipes=True)
     watch.append(child)
     stdout = child.process.stdout
     assert stdout is not None
@@ -180,9 +180,9 @@ class Judge:
         job = {**self.request.to_json(), "seed": self.seed,
                "init_seed": derive_seed(self.seed, "init")}
         job.pop("candidate")
-        self.reference.send({"kind": "job", "job": job})
-        self.candidate.send({"kind": "load", "candidate": str(self.request.candidate.resolve()),
-                             "backend": self.request.backend})
+        self._send(self.reference, {"kind": "job", "job": job})
+        self._send(self.candidate, {"kind": "load", "backend": self.request.backend,
+                                    "candidate": str(self.request.candidate.resolve())})
 
     def prepare(self) -> Message:
         answer = self._answer(self.reference, _REFERENCE_MAX_BYTES, "reference")
@@ -215,12 +215,13 @@ class Judge:
         params = [{"name": item["name"], "value": _copy_tree(item["value"], prepared.tensors,
                                                              tensors)}
                   for item in header.get("params") or []]
-        self.candidate.send({"kind": "init", "init_args": init_args, "params": params,
+        self._send(self.candidate, {"kind": "init", "init_args": init_args, "params": params,
                              "init_seed": derive_seed(self.seed, "init")}, tensors)
         answer = self._answer(self.candidate, 1 << 20, "init")
         self.stages.append(StageResult("build", answer.kind == "ready",
                                        time.monotonic() - started,
-                                       note="Triton compiles on the first launch"))
+                                       note="Triton compiles on the first launch"
+                                       if self.request.backend == "triton" else ""))
         if answer.kind != "ready":
             raise JudgeStop(self._candidate_failure(answer, "init"))
 
@@ -245,10 +246,10 @@ class Judge:
         started = time.monotonic()
         tensors: list[WireTensor] = []
         inputs = _copy_tree(perf["inputs"], prepared.tensors, tensors)
-        self.candidate.send({"kind": "time", "inputs": inputs, "layouts": perf["layouts"]},
+        self._send(self.candidate, {"kind": "time", "inputs": inputs, "layouts": perf["layouts"]},
                             tensors)
         candidate = self._answer(self.candidate, 1 << 20, "run").header
-        self.reference.send({"kind": "time"})
+        self._send(self.reference, {"kind": "time"})
         reference = self._answer(self.reference, 1 << 20, "reference").header
         return self._timing(perf, candidate, reference, time.monotonic() - started)
 
@@ -260,7 +261,7 @@ class Judge:
         tensors: list[WireTensor] = []
         inputs = _copy_tree(case["inputs"], prepared.tensors, tensors)
         expected_leaves = tree_leaves(case["expected"], prepared.tensors)
-        self.candidate.send({"kind": "run", "case": name, "inputs": inputs,
+        self._send(self.candidate, {"kind": "run", "case": name, "inputs": inputs,
                              "layouts": case["layouts"]}, tensors)
         answer = self._answer(self.candidate, _output_cap(expected_leaves), "run")
         if answer.kind != "outputs":
@@ -320,7 +321,7 @@ class Judge:
         return [self._maybe_cached(item, got) for item in result.failures]
 
     def _truth(self, case: str) -> list[Any] | None:
-        self.reference.send({"kind": "truth", "case": case})
+        self._send(self.reference, {"kind": "truth", "case": case})
         answer = self._answer(self.reference, _REFERENCE_MAX_BYTES, "reference")
         tree = answer.header.get("output")
         if tree is None:
@@ -381,15 +382,26 @@ class Judge:
         """The worker's next message; JudgeStop when it is late, malformed or missing."""
         try:
             return worker.receive(max_payload)
-        except DeadlineError:
-            raise JudgeStop(_late(worker, self.request.timeout_s)) from None
-        except PeerClosedError as exc:
-            raise JudgeStop(_died(worker, str(exc))) from None
         except WireError as exc:
-            who = "the reference" if worker.role == "reference" else "the candidate"
-            check = "reference" if worker.role == "reference" else "crash"
-            raise JudgeStop(Failure(check=check, message=f"{who}'s worker sent a malformed "
-                                    f"answer during {stage}: {exc}")) from None
+            raise self._stop(worker, exc, stage) from None
+
+    def _send(self, worker: Worker, header: dict[str, Any],
+              tensors: list[WireTensor] | None = None) -> None:
+        """A request to a worker; JudgeStop when it stopped reading or is gone."""
+        try:
+            worker.send(header, tensors)
+        except WireError as exc:
+            raise self._stop(worker, exc, str(header.get("kind"))) from None
+
+    def _stop(self, worker: Worker, exc: WireError, stage: str) -> JudgeStop:
+        if isinstance(exc, DeadlineError):
+            return JudgeStop(_late(worker, self.request.timeout_s))
+        if isinstance(exc, PeerClosedError):
+            return JudgeStop(_died(worker, str(exc)))
+        who = "the reference" if worker.role == "reference" else "the candidate"
+        check = "reference" if worker.role == "reference" else "crash"
+        return JudgeStop(Failure(check=check, message=f"{who}'s worker sent a malformed "
+                                 f"answer during {stage}: {exc}"))
 
     def _candidate_failure(self, answer: Message, stage: str, case: str | None = None
                            ) -> Failure:
@@ -421,24 +433,27 @@ class Judge:
 
 
 def _guard_failures(case: str, header: dict[str, Any], backend: str) -> list[Failure]:
+    """What the candidate's own guard recorded (best effort: its process may lie)."""
+    computed, launches, mutated = (header.get("computed"), header.get("launches"),
+                                   header.get("mutated"))
+    if not (isinstance(computed, dict) and all(
+            isinstance(count, int) and not isinstance(count, bool)
+            for count in computed.values()) and isinstance(launches, int)
+            and isinstance(mutated, list) and all(isinstance(item, int) for item in mutated)):
+        return [Failure(check="crash", case=case, message="the candidate's worker sent a "
+                        "malformed record of its run")]
     failures: list[Failure] = []
-    computed = header.get("computed")
-    if not isinstance(computed, dict):
-        return [Failure(check="crash", case=case, message="the candidate's worker sent no "
-                        "record of its PyTorch calls")]
     if computed:
-        listed = ", ".join(f"{name} x{count}" for name, count in sorted(
-            (str(name)[:60], count) for name, count in list(computed.items())[:20]))
+        ops = {str(name)[:60]: count for name, count in list(computed.items())[:20]}
+        listed = ", ".join(f"{name} x{count}" for name, count in sorted(ops.items()))
         failures.append(Failure(check="torch_op", case=case, message=f"the forward computed "
                                 f"with PyTorch ({listed}): the kernel must do the work",
-                                details={"ops": {str(k)[:60]: v for k, v in
-                                                 list(computed.items())[:20]}}))
-    if header.get("launches") == 0 and backend == "triton":
+                                details={"ops": ops}))
+    if launches == 0 and backend == "triton":
         failures.append(Failure(check="no_kernel", case=case,
                                 message="the forward launched no Triton kernel"))
-    mutated = header.get("mutated")
-    if isinstance(mutated, list) and mutated:
-        changed = [item for item in mutated if isinstance(item, int)][:20]
+    if mutated:
+        changed = mutated[:20]
         failures.append(Failure(check="input_mutation", case=case,
                                 message=f"the forward modified its input(s) {changed} in place",
                                 details={"inputs": changed}))
@@ -537,11 +552,12 @@ def _workers(request: VerifyRequest, root: Path, python: str, policy: SandboxPol
     watch: list[IsolatedChild] = []
     with ExitStack() as stack:
         reference = _start_worker("reference", root=root, request=request,
-                                  readable=request.reference, python=python, policy=policy,
+                                  readable=[request.reference], python=python, policy=policy,
                                   deadline=deadline, watch=watch)
         stack.callback(reference.close)
         candidate = _start_worker("candidate", root=root, request=request,
-                                  readable=request.candidate, python=python, policy=policy,
+                                  readable=[request.candidate, *request.readable],
+                                  python=python, policy=policy,
                                   deadline=deadline, watch=watch)
         stack.callback(candidate.close)
         yield reference, candidate
@@ -571,7 +587,8 @@ def _judge(judge: Judge, request: VerifyRequest, deadline: float) -> VerifyResul
     findings: list[Failure] = []
     try:
         judge.start()
-        findings = static_failures(request.candidate, deadline)
+        findings = (static_failures(request.candidate, deadline) if request.static_scan
+                    else [])
         prepared = judge.prepare()
         judge.load_candidate()
         judge.build_candidate(prepared)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from runners.ascendc.backend import StepOutcome
 from runners.ascendc.package import Step
+from runners.base import CaseResult, StageResult, VerifyRequest, VerifyResult
 from tests.support import DATA, REPO
 
 ASCEND = DATA / "ascend"
@@ -54,30 +56,41 @@ def read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-JUNIT_PASS = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[shape0-float32]"/>
-<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[tail33-float16]"/>
-</testsuite></testsuites>"""
-
-
 class RecordingStepRunner:
-    """Plays a runner: each step answers from a table; the test step writes a JUnit file."""
+    """Plays a runner: each step answers from a table; a successful build leaves the
+    package's library (`source`'s bytes, else a stub)."""
 
     def __init__(self, outcomes: dict[str, tuple[int, str]] | None = None,
-                 junit: str | None = JUNIT_PASS, bench: str = "") -> None:
+                 source: Path | None = None) -> None:
         self.outcomes = outcomes or {}
-        self.junit = junit
-        self.bench = bench
+        self.source = source
         self.steps: list[Step] = []
 
     def __call__(self, step: Step, cwd: Path) -> StepOutcome:
         self.steps.append(step)
         code, output = self.outcomes.get(step.name, (0, f"{step.name}: ok"))
-        if step.name == "test" and self.junit is not None:
-            report = next(arg.split("=", 1)[1] for arg in step.argv
-                          if arg.startswith("--junitxml="))
-            (cwd / report).parent.mkdir(parents=True, exist_ok=True)
-            (cwd / report).write_text(self.junit)
-        if step.name == "time":
-            output = self.bench
+        if step.name == "build" and code == 0:
+            op = json.loads((cwd / "opbot.json").read_text(encoding="utf-8"))["op"]
+            library = cwd / "build-npu" / f"lib{op}_ops.so"
+            library.parent.mkdir(exist_ok=True)
+            library.write_bytes(self.source.read_bytes() if self.source else b"\x7fELF")
         return StepOutcome(step.name, code, 0.5, output, timed_out=code == 124)
+
+
+PASSED = VerifyResult(status="passed", reasons=[], cases=[
+    CaseResult("main", [[16, 16384]], ["float32"], 11, True, 0.0, 0.0)],
+    stages=[StageResult("check", True, 0.2)], device="npu (Ascend)", seed=7)
+
+
+class RecordingJudge:
+    """Plays the judge: records each request (and the shim's text then), answers `verdict`."""
+
+    def __init__(self, verdict: VerifyResult = PASSED) -> None:
+        self.verdict = verdict
+        self.requests: list[VerifyRequest] = []
+        self.shims: list[str] = []
+
+    def __call__(self, request: VerifyRequest) -> VerifyResult:
+        self.requests.append(request)
+        self.shims.append(request.candidate.read_text(encoding="utf-8"))
+        return self.verdict

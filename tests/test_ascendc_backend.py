@@ -1,15 +1,20 @@
 """The Ascend C backend: honest answers without CANN, structured failures from a runner's
-logs, and (on an Ascend runner, `pytest -m npu`) a real build and run."""
+build logs, a built package verified by the judge through opbot's shim (the same topology as
+every backend), and (on an Ascend runner, `pytest -m npu`) a real build and run."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
+import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from runners.ascendc import backend as backend_module
 from runners.ascendc.backend import (
@@ -17,17 +22,28 @@ from runners.ascendc.backend import (
     StepOutcome,
     Toolchain,
     detect_toolchain,
-    parse_junit,
     resolve_package,
     toolchain_from,
 )
 from runners.ascendc.package import PackageError, Step, build_plan
-from runners.base import CaseSpec, InputCase, VerifyRequest
+from runners.ascendc.shim import SHIM_NAME, shim_source
+from runners.base import (
+    CaseResult,
+    CaseSpec,
+    Failure,
+    InputCase,
+    StageResult,
+    Timing,
+    Tolerance,
+    VerifyRequest,
+    VerifyResult,
+)
 from tests.support import DATA, REFS
-from tests.support_ascend import RecordingStepRunner
+from tests.support_ascend import PASSED, RecordingJudge, RecordingStepRunner
 
 GOLDEN = DATA / "ascendc_golden"
 FOUND = Toolchain(True, "", "/opt/cann", "8.3.RC1", "legacy")
+LIBRARY = "build-npu/libgelu_ops.so"
 
 
 def _package(tmp_path: Path, generation: str = "legacy", op: str = "gelu") -> Path:
@@ -43,15 +59,6 @@ def _request(folder: Path, **extra: object) -> VerifyRequest:
                          backend="ascendc", **extra)  # type: ignore[arg-type]
 
 
-JUNIT_FAIL = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[shape0-float32]">
-<failure message="AssertionError: Tensor-likes are not close!">Mismatched elements: 3 / 520573
-</failure></testcase>
-<testcase classname="tests.test_gelu_npu" name="test_npu_matches_reference[tail1-float32]"/>
-</testsuite></testsuites>"""
-JUNIT_SKIPPED = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="t" name="test_npu_matches_reference[shape0-float32]">
-<skipped message="no NPU is visible"/></testcase></testsuite></testsuites>"""
 COMPILE_ERROR = """[ 50%] Building CXX object CMakeFiles/gelu_kernels.dir/gelu_kernel.cpp.o
 /runner/ops/gelu/ascendc/gelu_kernel.cpp:97:9: error: use of undeclared identifier 'Sigmoidx'
         AscendC::Sigmoidx(y0, x0, count);
@@ -59,12 +66,10 @@ COMPILE_ERROR = """[ 50%] Building CXX object CMakeFiles/gelu_kernels.dir/gelu_k
 1 error generated.
 make[2]: *** [CMakeFiles/gelu_kernels.dir/build.make:76: gelu_kernel.cpp.o] Error 1
 """
-
-
-def _backend(runner: Callable[[Step, Path], StepOutcome],
-             toolchain: Toolchain = FOUND) -> AscendCBackend:
+def _backend(runner: Callable[[Step, Path], StepOutcome], toolchain: Toolchain = FOUND,
+             judge: Callable[[VerifyRequest], VerifyResult] | None = None) -> AscendCBackend:
     return AscendCBackend(detect=lambda: toolchain, runner=runner, soc="Ascend910B3",
-                          npu_arch="dav-2201")
+                          npu_arch="dav-2201", judge=judge or RecordingJudge())
 
 
 # --------------------------------------------------------------------------- no CANN here
@@ -133,8 +138,8 @@ def test_toolchain_from_a_detection_result() -> None:
 
 
 def test_a_compile_error_becomes_a_located_build_failure(tmp_path: Path) -> None:
-    runner = RecordingStepRunner({"build": (2, COMPILE_ERROR)})
-    result = _backend(runner).verify(_request(_package(tmp_path)))
+    runner, judge = RecordingStepRunner({"build": (2, COMPILE_ERROR)}), RecordingJudge()
+    result = _backend(runner, judge=judge).verify(_request(_package(tmp_path)))
     assert result.status == "failed"
     failure = result.reasons[0]
     assert failure.check == "build"
@@ -146,53 +151,153 @@ def test_a_compile_error_becomes_a_located_build_failure(tmp_path: Path) -> None
     assert failure.details["step"] == "build"
     assert "Sigmoidx" in (failure.log_tail or "")
     assert [step.name for step in runner.steps] == ["clean-cache", "configure", "build"]
+    assert judge.requests == []  # a failed build is never judged
 
 
-def test_the_build_runs_the_plan_in_the_package_folder(tmp_path: Path) -> None:
-    runner = RecordingStepRunner()
-    folder = _package(tmp_path)
-    result = _backend(runner).verify(_request(folder))
-    assert result.status == "passed", result.to_json()
-    assert [step.name for step in runner.steps] == ["clean-cache", "configure", "build", "test"]
-    configure = runner.steps[1].argv
-    assert "-DASCEND_CANN_PACKAGE_PATH=/opt/cann" in configure
-    assert "-DSOC_VERSION=Ascend910B3" in configure
-    test = runner.steps[3]
-    assert test.env["OPBOT_REFERENCE"] == str((folder / "reference.py").resolve())
-    assert test.env["OPBOT_ASCENDC_LIB"] == "build-npu/libgelu_ops.so"
-    assert [case.name for case in result.cases] == ["shape0-float32", "tail33-float16"]
-    assert result.warnings == []  # the golden package lints clean
-
-
-def test_failing_cases_become_value_failures(tmp_path: Path) -> None:
+def test_after_the_build_the_judge_verifies_the_shim(tmp_path: Path) -> None:
+    runner, judge = RecordingStepRunner(), RecordingJudge()
     folder = _package(tmp_path)
     case = CaseSpec(name="shape0-float32", seed=3,
                     inputs=[InputCase(kind="tensor", shape=[127, 4099], dtype="float32")])
-    runner = RecordingStepRunner(junit=JUNIT_FAIL)
-    result = _backend(runner).verify(_request(folder, cases=[case]))
+    request = _request(folder, cases=[case], init_args=[], seed=1234, timeout_s=77.0,
+                       tolerances={"float32": Tolerance(atol=1e-4, rtol=1e-4)})
+    result = _backend(runner, judge=judge).verify(request)
+    assert result.status == "passed", result.to_json()
+    # The build steps only: the package's own pytest and benchmark are not the verdict.
+    assert [step.name for step in runner.steps] == ["clean-cache", "configure", "build"]
+    configure = runner.steps[1].argv
+    assert "-DASCEND_CANN_PACKAGE_PATH=/opt/cann" in configure
+    assert "-DSOC_VERSION=Ascend910B3" in configure
+    [judged] = judge.requests
+    shim = folder / "ascendc" / "build-npu" / SHIM_NAME
+    assert judged == replace(request, candidate=shim, backend="ascendc", static_scan=False,
+                             readable=(shim.parent,))
+    text = judge.shims[0]
+    library = str((folder / "ascendc" / LIBRARY).resolve())
+    assert f"torch.ops.load_library({library!r})" in text
+    assert "return torch.ops.opbot_gelu.gelu(*tensors)" in text
+    assert "isinstance(value, torch.Tensor)" in text  # the tensors only, as the NPU test
+    tree = ast.parse(text)
+    assert [node.name for node in tree.body if isinstance(node, ast.ClassDef)] == ["ModelNew"]
+    # The verdict is the judge's, after the build's stage.
+    assert result.cases == PASSED.cases
+    assert (result.device, result.seed) == ("npu (Ascend)", 7)
+    assert [(stage.stage, stage.ok) for stage in result.stages] == [("build", True),
+                                                                    ("check", True)]
+    assert result.warnings == []  # the golden package lints clean
+
+
+def test_the_shim_calls_the_operator_as_the_npu_test_does(tmp_path: Path) -> None:
+    library = tmp_path / "build-npu" / "libgelu_ops.so"
+    namespace: dict[str, object] = {}
+    loaded: list[str] = []
+    calls: list[tuple[object, ...]] = []
+    fake_torch = SimpleNamespace(
+        Tensor=torch.Tensor, nn=torch.nn,
+        ops=SimpleNamespace(load_library=loaded.append,
+                            opbot_gelu=SimpleNamespace(gelu=lambda *args: calls.append(args))))
+    source = shim_source("opbot_gelu", "gelu", library).replace("import torch\n", "")
+    exec(compile(source, "shim", "exec"), {"torch": fake_torch}, namespace)
+    model = namespace["ModelNew"](3, "unused")  # type: ignore[operator]
+    x, y = torch.ones(2), torch.zeros(2)
+    model(x, 0.5, y)
+    assert loaded == [str(library.resolve())]
+    assert len(calls) == 1
+    assert calls[0][0] is x
+    assert calls[0][1] is y
+
+
+@pytest.mark.parametrize("failure", [
+    Failure(check="values", case="main", output=0, message="output 0: 9 of 10 values differ"),
+    Failure(check="crash", message="the candidate's worker died of SIGSEGV"),
+    Failure(check="timeout", message="no verdict within 77 s"),
+])
+def test_the_judges_failures_pass_through(tmp_path: Path, failure: Failure) -> None:
+    verdict = VerifyResult(status="failed", reasons=[failure], cases=[
+        CaseResult("main", [[16, 16384]], ["float32"], 11, False)],
+        stages=[StageResult("check", False, 0.1)], device="npu (Ascend)",
+        warnings=["a judge warning"], seed=5)
+    result = _backend(RecordingStepRunner(), judge=RecordingJudge(verdict)).verify(
+        _request(_package(tmp_path)))
     assert result.status == "failed"
-    assert [reason.check for reason in result.reasons] == ["values"]
-    assert result.reasons[0].case == "shape0-float32"
-    first = result.cases[0]
-    assert (first.passed, first.shapes, first.dtypes, first.seed) == (
-        False, [[127, 4099]], ["float32"], 3)
-    cases_file = Path(runner.steps[-1].env["OPBOT_ASCENDC_CASES"])
-    assert json.loads(cases_file.read_text())[0]["name"] == "shape0-float32"
+    assert result.reasons == [failure]
+    assert result.cases == verdict.cases
+    assert result.warnings == ["a judge warning"]
+    assert result.stages[0].stage == "build"
+    assert result.stages[0].ok
 
 
-def test_tests_that_all_skip_are_a_failure(tmp_path: Path) -> None:
-    result = _backend(RecordingStepRunner(junit=JUNIT_SKIPPED)).verify(_request(_package(tmp_path)))
+def test_timing_comes_from_the_judge(tmp_path: Path) -> None:
+    timing = Timing(device="npu (Ascend)", shapes=[[16, 16384]], trials=50, candidate_ms=0.02,
+                    candidate_min_ms=0.019, candidate_max_ms=0.03, reference_ms=0.05,
+                    speedup=2.5, note="device_events, median of 50 after 5 warm-up")
+    judge = RecordingJudge(replace(PASSED, timing=timing,
+                                   stages=[*PASSED.stages, StageResult("time", True, 1.0)]))
+    runner = RecordingStepRunner()
+    result = _backend(runner, judge=judge).verify(_request(_package(tmp_path), time_it=True))
+    assert result.status == "passed"
+    assert result.timing == timing
+    assert judge.requests[0].time_it is True
+    assert [stage.stage for stage in result.stages] == ["build", "check", "time"]
+    assert "time" not in [step.name for step in runner.steps]  # no benchmark step
+
+
+def test_a_build_that_leaves_no_library_is_a_build_failure(tmp_path: Path) -> None:
+    def runner(step: Step, cwd: Path) -> StepOutcome:
+        return StepOutcome(step.name, 0, 0.1, "ok")
+
+    judge = RecordingJudge()
+    result = _backend(runner, judge=judge).verify(_request(_package(tmp_path)))
+    assert [reason.check for reason in result.reasons] == ["build"]
+    assert LIBRARY in result.reasons[0].message
+    assert judge.requests == []
+
+
+def test_a_timeout_is_reported_and_never_judged(tmp_path: Path) -> None:
+    judge = RecordingJudge()
+    result = _backend(RecordingStepRunner({"build": (124, "...")}), judge=judge).verify(
+        _request(_package(tmp_path)))
+    assert result.reasons[0].check == "timeout"
+    assert judge.requests == []
+
+
+def test_a_judge_that_raises_is_a_verdict_not_a_crash(tmp_path: Path) -> None:
+    def explode(request: VerifyRequest) -> VerifyResult:
+        raise RuntimeError("boom")
+
+    result = _backend(RecordingStepRunner(), judge=explode).verify(_request(_package(tmp_path)))
     assert result.status == "failed"
-    assert result.reasons[0].check == "run"
-    assert "no NPU is visible" in result.reasons[0].message
+    assert result.reasons[0].check == "crash"
+    assert "RuntimeError: boom" in result.reasons[0].message
 
 
-def test_a_missing_report_and_a_timeout_are_reported(tmp_path: Path) -> None:
+def test_a_manifest_cannot_put_code_into_the_shim(tmp_path: Path) -> None:
     folder = _package(tmp_path)
-    result = _backend(RecordingStepRunner(junit=None)).verify(_request(folder))
-    assert result.reasons[0].check == "run"
-    timed_out = _backend(RecordingStepRunner({"build": (124, "...")})).verify(_request(folder))
-    assert timed_out.reasons[0].check == "timeout"
+    manifest = folder / "ascendc" / "opbot.json"
+    data = json.loads(manifest.read_text())
+    judge = RecordingJudge()
+    for namespace in ("aten", "opbot_gelu.gelu(x)\nimport os\n#"):
+        manifest.write_text(json.dumps({**data, "namespace": namespace}))
+        result = _backend(RecordingStepRunner(), judge=judge).verify(_request(folder))
+        assert [reason.check for reason in result.reasons] == ["load"]
+        assert "opbot_<name>" in result.reasons[0].message
+    assert judge.requests == []
+    with pytest.raises(PackageError):
+        shim_source("opbot_gelu", "gelu(x); import os", Path("lib.so"))
+
+
+def test_the_shim_replaces_what_the_build_left_at_its_name(tmp_path: Path) -> None:
+    folder = _package(tmp_path)
+    target = tmp_path / "elsewhere.py"
+    target.write_text("untouched\n")
+    shim = folder / "ascendc" / "build-npu" / SHIM_NAME
+    shim.parent.mkdir(parents=True)
+    shim.symlink_to(target)
+    judge = RecordingJudge()
+    assert _backend(RecordingStepRunner(), judge=judge).verify(_request(folder)).passed
+    assert target.read_text() == "untouched\n"
+    assert not shim.is_symlink()
+    assert "class ModelNew" in judge.shims[0]
 
 
 def test_a_package_for_the_other_generation_is_refused(tmp_path: Path) -> None:
@@ -210,18 +315,6 @@ def test_not_a_package_is_a_load_failure(tmp_path: Path) -> None:
         resolve_package(tmp_path)
 
 
-def test_timing_comes_from_the_benchmark(tmp_path: Path) -> None:
-    bench = json.dumps({"op": "gelu", "shapes": [[1000003]], "trials": 100,
-                        "candidate_ms": 0.02, "candidate_min_ms": 0.019,
-                        "candidate_max_ms": 0.03, "reference_ms": 0.05, "speedup": 2.5})
-    runner = RecordingStepRunner(bench="warming up\n" + bench)
-    result = _backend(runner).verify(_request(_package(tmp_path), time_it=True))
-    assert result.status == "passed"
-    assert result.timing is not None
-    assert (result.timing.candidate_ms, result.timing.speedup) == (0.02, 2.5)
-    assert runner.steps[-1].argv[-1] == "bench_gelu.py"
-
-
 def test_lint_findings_travel_as_warnings(tmp_path: Path) -> None:
     folder = _package(tmp_path)
     kernel = folder / "ascendc" / "gelu_kernel.cpp"
@@ -230,17 +323,12 @@ def test_lint_findings_travel_as_warnings(tmp_path: Path) -> None:
     leftover = folder / "ascendc" / "build-npu" / "CMakeFiles" / "probe.cpp"
     leftover.parent.mkdir(parents=True)
     leftover.write_text('#include "impl/kernel_operator_vec_binary_impl.h"\n')
-    result = _backend(RecordingStepRunner()).verify(_request(folder))
+    judge = RecordingJudge(replace(PASSED, warnings=["from the judge"]))
+    result = _backend(RecordingStepRunner(), judge=judge).verify(_request(folder))
     assert any("[header]" in warning for warning in result.warnings)
+    assert result.warnings[-1] == "from the judge"
     assert not any("probe.cpp" in warning for warning in result.warnings)  # build output
     assert "[header]" in _backend(RecordingStepRunner()).lint(folder)
-
-
-def test_parse_junit_keeps_case_ids() -> None:
-    report = parse_junit(JUNIT_FAIL)
-    assert [(case.name, case.passed) for case in report.cases] == [
-        ("shape0-float32", False), ("tail1-float32", True)]
-    assert report.failures[0].check == "values"
 
 
 @pytest.mark.parametrize("generation", ["legacy", "asc"])
@@ -264,6 +352,91 @@ def test_build_plans_per_generation_and_mode(generation: str, mode: str) -> None
         assert last.argv[1:3] == ("-m", "pytest")
 
 
+# --------------------------------------------------------------------------- the real judge
+
+# A stand-in for a built package: torch.ops.opbot_gelu.gelu in plain C++ loops on the CPU (no
+# ATen compute), registered as the package's op.cpp registers its NPU kernel.
+FAKE_LIBRARY = r"""
+#include <cmath>
+#include <torch/library.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+
+namespace {
+template <typename T>
+void loop(const at::Tensor& in, at::Tensor& out) {
+    const T* src = in.data_ptr<T>();
+    T* dst = out.data_ptr<T>();
+    for (int64_t i = 0; i < in.numel(); ++i) {
+        float x = static_cast<float>(src[i]);
+        dst[i] = static_cast<T>(OPBOT_SCALE * 0.5f * x * (1.0f + std::erf(x * 0.70710678f)));
+    }
+}
+
+at::Tensor gelu(const at::Tensor& x) {
+    at::Tensor in = x.contiguous();
+    at::Tensor out = at::empty_like(in);
+    switch (in.scalar_type()) {
+        case at::kFloat: loop<float>(in, out); break;
+        case at::kHalf: loop<at::Half>(in, out); break;
+        case at::kBFloat16: loop<at::BFloat16>(in, out); break;
+        default: TORCH_CHECK(false, "gelu: unsupported dtype ", in.scalar_type());
+    }
+    return out;
+}
+}  // namespace
+
+TORCH_LIBRARY(opbot_gelu, m) { m.def("gelu(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(opbot_gelu, CPU, m) { m.impl("gelu", &gelu); }
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The stand-in built twice, in parallel: right, and 1% off ("wrong")."""
+    compiler = shutil.which("g++") or shutil.which("c++")
+    include = Path(torch.__file__).parent / "include"
+    if compiler is None or not (include / "torch" / "library.h").is_file():
+        pytest.skip("needs a C++ compiler and torch's headers to build a stand-in library")
+    folder = tmp_path_factory.mktemp("fake-ascendc-library")
+    (folder / "gelu.cpp").write_text(FAKE_LIBRARY)
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"
+    builds = {}
+    for name, scale in (("right", "1.0f"), ("wrong", "1.01f")):
+        builds[name] = subprocess.Popen(
+            [compiler, "-O1", "-std=c++17", "-w", "-shared", "-fPIC", abi,
+             f"-DOPBOT_SCALE={scale}", f"-I{include}", str(folder / "gelu.cpp"),
+             f"-L{Path(torch.__file__).parent / 'lib'}", "-ltorch_cpu", "-lc10",
+             "-o", str(folder / f"{name}.so")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for name, process in builds.items():
+        output, _ = process.communicate(timeout=600)
+        if process.returncode != 0:
+            pytest.skip(f"the stand-in library did not build ({name}): {output[-500:]}")
+    return {name: folder / f"{name}.so" for name in builds}
+
+
+@pytest.mark.parametrize("variant", ["right", "wrong"])
+def test_the_judge_verifies_a_built_package_through_the_shim(
+        tmp_path: Path, fake_libraries: dict[str, Path], variant: str) -> None:
+    """End to end, without CANN: the judge's workers, sandbox, guard and comparison on a
+    package whose build leaves a library registering torch.ops.opbot_gelu.gelu."""
+    folder = _package(tmp_path)
+    backend = AscendCBackend(detect=lambda: FOUND, runner=RecordingStepRunner(
+        source=fake_libraries[variant]), soc="Ascend910B3", npu_arch="dav-2201")
+    result = backend.verify(_request(folder, time_it=variant == "right", timeout_s=240.0))
+    checks = {reason.check for reason in result.reasons}
+    if variant == "right":
+        assert result.status == "passed", result.to_json()
+        assert result.cases
+        assert all(case.passed for case in result.cases)
+        assert result.timing is not None
+    else:
+        assert result.status == "failed"
+        assert checks == {"values"}, result.to_json()
+    assert result.stages[0].stage == "build"
+
+
 # --------------------------------------------------------------------------- real NPU
 
 
@@ -274,7 +447,11 @@ def test_the_golden_gelu_package_builds_and_passes_on_an_npu(tmp_path: Path) -> 
     if not availability.available:
         pytest.skip(f"no Ascend toolchain here: {availability.reason}")
     generation = backend.toolchain().generation or "legacy"
-    result = backend.verify(_request(_package(tmp_path, generation), time_it=True))
+    folder = _package(tmp_path, generation)
+    result = backend.verify(_request(folder, time_it=True))
     assert result.status == "passed", json.dumps(result.to_json(), indent=2)
+    assert result.device.startswith("npu")
+    assert result.stages[0].stage == "build"
     assert result.cases
     assert result.timing is not None
+    assert (folder / "ascendc" / "build-npu" / SHIM_NAME).is_file()

@@ -13,7 +13,7 @@ from bot.agent.ascendc_flow import generate_ascendc
 from bot.spec import load_spec
 from runners.ascendc.backend import AscendCBackend, Toolchain, detect_toolchain
 from tests.support import EXAMPLES, run_opbot
-from tests.support_ascend import RecordingStepRunner
+from tests.support_ascend import RecordingJudge, RecordingStepRunner
 
 MISSING = Toolchain(False, "no CANN toolkit found (test)")
 FOUND = Toolchain(True, "", "/opt/cann", "8.3.RC1", "legacy")
@@ -25,9 +25,11 @@ def _spec(tmp_path: Path, name: str) -> Path:
     return folder / "op.yaml"
 
 
-def _backend(toolchain: Toolchain, runner: RecordingStepRunner | None = None) -> AscendCBackend:
+def _backend(toolchain: Toolchain, runner: RecordingStepRunner | None = None,
+             judge: RecordingJudge | None = None) -> AscendCBackend:
     return AscendCBackend(detect=lambda: toolchain, runner=runner or RecordingStepRunner(),
-                          soc="Ascend910B3", npu_arch="dav-2201")
+                          soc="Ascend910B3", npu_arch="dav-2201",
+                          judge=judge or RecordingJudge())
 
 
 def test_without_cann_the_package_is_written_but_not_called_passed(tmp_path: Path) -> None:
@@ -44,20 +46,22 @@ def test_without_cann_the_package_is_written_but_not_called_passed(tmp_path: Pat
     assert load_spec(out / "op.yaml").name == "gelu"
 
 
-def test_with_a_toolchain_the_package_is_built_and_tested(tmp_path: Path) -> None:
+def test_with_a_toolchain_the_package_is_built_and_judged(tmp_path: Path) -> None:
     spec = load_spec(_spec(tmp_path, "gelu"))
-    runner = RecordingStepRunner()
+    runner, judge = RecordingStepRunner(), RecordingJudge()
     outcome = generate_ascendc(spec, out=tmp_path / "gelu", workdir=tmp_path,
-                               progress=lambda _m: None, backend=_backend(FOUND, runner))
+                               progress=lambda _m: None, backend=_backend(FOUND, runner, judge))
     assert outcome.status == "passed", outcome.message
     assert outcome.verification is not None
-    assert outcome.verification.device == "npu"
-    assert [step.name for step in runner.steps][:4] == ["clean-cache", "configure", "build",
-                                                         "test"]
-    test_step = runner.steps[3]
-    assert test_step.env["OPBOT_REFERENCE"].endswith("reference.py")
-    cases = json.loads(Path(test_step.env["OPBOT_ASCENDC_CASES"]).read_text())
-    assert {case["name"] for case in cases} >= {"shape0-float32", "shape0-float16"}
+    assert outcome.verification.device.startswith("npu")
+    assert [step.name for step in runner.steps][:3] == ["clean-cache", "configure", "build"]
+    assert "test" not in [step.name for step in runner.steps]
+    request = judge.requests[0]
+    assert request.backend == "ascendc"
+    assert request.reference.name == "reference.py"
+    assert request.candidate.name == "opbot_candidate.py"
+    assert "torch.ops.opbot_gelu.gelu" in judge.shims[0]
+    assert {case.name for case in request.cases} >= {"shape0-float32", "shape0-float16"}
 
 
 def test_a_failing_build_is_a_failure_with_the_compiler_message(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from runners.ascendc.backend import AscendCBackend, StepOutcome, Toolchain, dete
 from runners.ascendc.package import Step as BuildStep
 from tests.fake_llm import ScriptedLLM, Step
 from tests.support import EXAMPLES, run_opbot
-from tests.support_ascend import RecordingStepRunner
+from tests.support_ascend import RecordingJudge, RecordingStepRunner
 
 KEY = "sk-opbot-ascend-3b9d7e21c4"
 MISSING = Toolchain(False, "no CANN toolkit found (test)")
@@ -72,7 +72,7 @@ def _cpp(files: dict[str, str]) -> Step:
 
 def _backend(toolchain: Toolchain, runner: RecordingStepRunner | None = None) -> AscendCBackend:
     return AscendCBackend(detect=lambda: toolchain, runner=runner or RecordingStepRunner(),
-                          soc="Ascend910B3", npu_arch="dav-2201")
+                          soc="Ascend910B3", npu_arch="dav-2201", judge=RecordingJudge())
 
 
 def _generate(server: ScriptedLLM, spec: OpSpec, out: Path, backend: AscendCBackend,
@@ -151,7 +151,7 @@ def test_a_compiler_error_comes_back_located_then_the_package_passes(
     assert marker in second  # the offending source line, read from the draft
     assert [step.name for step in runner.steps].count("build") == 2
     assert outcome.verification is not None
-    assert outcome.verification.device == "npu"
+    assert outcome.verification.device.startswith("npu")
     assert (tmp_path / "out" / "ascendc" / KERNEL).read_text().strip() == good.strip()
     _assert_key_hidden(server, tmp_path / "out")
 

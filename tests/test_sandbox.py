@@ -442,3 +442,27 @@ def test_private_workdir_is_removed_whatever_it_holds() -> None:
     with pytest.raises(RuntimeError), private_workdir("opbot-test-") as other:
         raise RuntimeError("the caller failed")
     assert not other.exists()
+
+
+def test_a_checkouts_git_folder_is_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """actions/checkout leaves an authorization header in .git/config: never readable."""
+    from runners.sandbox import find_bwrap, run_isolated, sandbox_environment
+
+    if find_bwrap() is None:
+        pytest.skip("needs bubblewrap (the masks are bwrap binds)")
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic c2VjcmV0\n")
+    (checkout / "ops").mkdir()
+    probe = checkout / "ops" / "probe.py"
+    probe.write_text("import pathlib, sys\n"
+                     "print(sorted(p.name for p in pathlib.Path(sys.argv[1]).iterdir()))\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(checkout / "ops")
+    outcome = run_isolated([sys.executable, str(probe), str(checkout / ".git")], cwd=work,
+                           timeout_s=60, log_path=tmp_path / "log",
+                           env=sandbox_environment(work), readable=[checkout])
+    assert outcome.returncode == 0, outcome.log_tail
+    assert "[]" in outcome.log_tail
+    assert "config" not in outcome.log_tail

@@ -1,10 +1,15 @@
-"""The Ascend C backend: build an operator package with CANN, run its NPU tests, time it.
+"""The Ascend C backend: build an operator package with CANN, then verify it with the judge.
 
 A candidate is an operator package (`ops/<name>/` holding `ascendc/opbot.json`, as
-runners/ascendc/package.py writes it). verify() runs the package's BuildPlan for "npu"
-(configure, build, pytest -m npu) in subprocesses with timeouts and turns what happens
-into a typed VerifyResult: a failed step becomes a Failure naming the check ("build",
-"timeout", "values", "run") with the compiler's first error located in the source.
+runners/ascendc/package.py writes it). verify() runs the build steps of the package's
+BuildPlan for "npu" (configure, build) in subprocesses with timeouts; a failed step becomes
+a Failure naming the check ("build", "timeout") with the compiler's first error located in
+the source. A built package is then verified like any candidate, in the same topology as
+every backend: runners/ascendc/shim.py writes a small candidate next to the library whose
+forward calls `torch.ops.<namespace>.<op>`, and the judge (runners.verify.run_harness) runs
+the reference and that candidate in separate sandboxed workers, compares the outputs and,
+when asked, times both with the device's events. The package's own `pytest -m npu` test and
+benchmark stay in the package for its users; the verdict never comes from them.
 
 CANN detection (runners/ascendc/detect.py) and the log parsers (runners/ascendc/parsers.py)
 are imported lazily: where they, CANN or torch_npu are missing, availability() says why
@@ -15,17 +20,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
-from xml.etree import ElementTree
 
 from runners.ascendc.lint import feedback, lint_package
 from runners.ascendc.package import (
@@ -38,19 +42,18 @@ from runners.ascendc.package import (
     build_plan,
     read_manifest,
 )
+from runners.ascendc.shim import write_shim
 from runners.base import (
     Availability,
-    CaseResult,
     Failure,
     SourceLocation,
     StageResult,
-    Timing,
     VerifyRequest,
     VerifyResult,
 )
+from runners.verify import run_harness
 
 LOG_TAIL = 4000  # characters of a failed step's output kept in the result
-_CASE_ID = re.compile(r"\[(?P<case>[^\]]+)\]$")
 _LOCATION = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+)(?::\d+)?: (?:fatal )?error: (?P<msg>.*)$",
                        re.MULTILINE)
 
@@ -72,6 +75,8 @@ class StepOutcome:
 
 
 CommandRunner = Callable[[Step, Path], StepOutcome]
+# The judge: runners.verify.run_harness, or a stand-in in tests.
+Judge = Callable[[VerifyRequest], VerifyResult]
 
 
 def run_step(step: Step, cwd: Path) -> StepOutcome:
@@ -229,90 +234,26 @@ def step_failure(step: Step, outcome: StepOutcome) -> Failure:
                    location=location, log_tail=outcome.output[-LOG_TAIL:])
 
 
-# --------------------------------------------------------------------------- test results
-
-
-@dataclass(frozen=True)
-class TestReport:
-    cases: list[CaseResult]
-    failures: list[Failure]
-    skipped: list[str] = field(default_factory=list)
-
-
-def _case_info(cases: Mapping[str, Mapping[str, Any]], name: str) -> tuple[
-        list[list[int]], list[str], int]:
-    case = cases.get(name)
-    if case is None:
-        return [], [], 0
-    tensors = [item for item in case.get("inputs", []) if item.get("kind") == "tensor"]
-    return ([list(item.get("shape", [])) for item in tensors],
-            [str(item.get("dtype", "")) for item in tensors], int(case.get("seed", 0)))
-
-
-def parse_junit(text: str, cases: Mapping[str, Mapping[str, Any]] | None = None) -> TestReport:
-    """pytest's JUnit XML -> one CaseResult per test case, a Failure per failed one."""
-    # The report is pytest's own output in the package's build folder, not input from afar.
-    root = ElementTree.fromstring(text)  # noqa: S314
-    known = cases or {}
-    results: list[CaseResult] = []
-    failures: list[Failure] = []
-    skipped: list[str] = []
-    for testcase in root.iter("testcase"):
-        name = str(testcase.get("name", ""))
-        match = _CASE_ID.search(name)
-        case = match["case"] if match else name
-        problem = testcase.find("failure")
-        if problem is None:
-            problem = testcase.find("error")
-        skip = testcase.find("skipped")
-        if skip is not None:
-            skipped.append(f"{case}: {skip.get('message', '')}")
-            continue
-        shapes, dtypes, seed = _case_info(known, case)
-        note = "" if problem is None else str(problem.get("message", ""))[:300]
-        results.append(CaseResult(name=case, shapes=shapes, dtypes=dtypes, seed=seed,
-                                  passed=problem is None, note=note))
-        if problem is not None:
-            check = "values" if "Mismatched elements" in (problem.text or "") or \
-                "not close" in note else "run"
-            failures.append(Failure(check=check, message=f"{case}: {note or 'failed'}",
-                                    case=case, log_tail=(problem.text or "")[-LOG_TAIL:]))
-    return TestReport(results, failures, skipped)
-
-
-def _timing(output: str) -> Timing | None:
-    for line in reversed(output.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "candidate_ms" in data:
-            return Timing(device="npu", shapes=[list(item) for item in data.get("shapes", [])],
-                          trials=int(data.get("trials", 0)),
-                          candidate_ms=float(data["candidate_ms"]),
-                          candidate_min_ms=float(data.get("candidate_min_ms", 0.0)),
-                          candidate_max_ms=float(data.get("candidate_max_ms", 0.0)),
-                          reference_ms=float(data.get("reference_ms", 0.0)),
-                          speedup=float(data.get("speedup", 0.0)))
-    return None
-
-
 # --------------------------------------------------------------------------- the backend
 
 
 class AscendCBackend:
-    """Builds and verifies Ascend C operator packages on a runner with CANN and an NPU."""
+    """Builds Ascend C operator packages on a runner with CANN and an NPU; the judge
+    verifies what was built."""
 
     name: Literal["ascendc"] = "ascendc"
 
     def __init__(self, *, detect: Callable[[], Toolchain] = detect_toolchain,
                  runner: CommandRunner = run_step, python: str = sys.executable,
-                 soc: str | None = None, npu_arch: str | None = None) -> None:
+                 soc: str | None = None, npu_arch: str | None = None,
+                 judge: Judge | None = None) -> None:
+        """`judge` None: runners.verify.run_harness, its workers run by `python` too."""
         self._detect = detect
         self._runner = runner
         self._python = python
         self._soc = soc
         self._npu_arch = npu_arch
+        self._judge: Judge = judge or partial(run_harness, python=python)
         self._toolchain: Toolchain | None = None
 
     def toolchain(self) -> Toolchain:
@@ -358,66 +299,40 @@ class AscendCBackend:
         except (ImportError, PackageError) as exc:
             return _failed("build", f"cannot plan the build: {exc}")
         warnings = [item.render() for item in lint_package(_package_files(folder))]
-        return self._run(request, folder, plan, warnings)
+        return self._run(request, folder, manifest, plan, warnings)
 
-    def _environment(self, request: VerifyRequest, folder: Path) -> dict[str, str]:
-        env = {"OPBOT_REFERENCE": str(request.reference.resolve())}
-        if request.cases:
-            cases_file = folder / "build-npu" / "opbot-cases.json"
-            cases_file.parent.mkdir(parents=True, exist_ok=True)
-            cases_file.write_text(json.dumps([case.to_json() for case in request.cases]),
-                                  encoding="utf-8")
-            env["OPBOT_ASCENDC_CASES"] = str(cases_file)
-        return env
-
-    def _run(self, request: VerifyRequest, folder: Path, plan: BuildPlan,
+    def _run(self, request: VerifyRequest, folder: Path, manifest: Manifest, plan: BuildPlan,
              warnings: list[str]) -> VerifyResult:
-        run = _Run(request, folder, plan, warnings)
-        env = self._environment(request, folder)
+        run = _Run(warnings)
         build_seconds = 0.0
-        for planned in plan.steps:
-            step = replace(planned, env={**planned.env, **env})
-            outcome = self._runner(step, folder)
+        for step in plan.steps:
             if step.name == "test":
-                run.stages.append(StageResult("build", True, build_seconds))
-                return self._tested(run, outcome)
+                break  # the package's own test: the judge verifies instead
+            outcome = self._runner(step, folder)
             build_seconds += outcome.seconds
             if not outcome.ok:
                 run.stages.append(StageResult("build", False, build_seconds, step.name))
                 return run.result([step_failure(step, outcome)])
-        return _failed("build", "the build plan has no test step")
-
-    def _tested(self, run: _Run, outcome: StepOutcome) -> VerifyResult:
-        known = {case.name: case.to_json() for case in run.request.cases}
+        library = folder / plan.library
+        if not library.is_file():
+            run.stages.append(StageResult("build", False, build_seconds, "no library"))
+            return run.result([Failure(check="build", message=f"the build succeeded but left "
+                                       f"no {plan.library} (the operator's torch library)")])
+        run.stages.append(StageResult("build", True, build_seconds))
         try:
-            report = parse_junit((run.folder / run.plan.report).read_text(encoding="utf-8"),
-                                 known)
-        except (OSError, ElementTree.ParseError) as exc:
-            run.stages.append(StageResult("check", False, outcome.seconds))
-            return run.result([Failure(check="timeout" if outcome.timed_out else "run",
-                                       message=f"the NPU tests left no readable report ({exc})",
-                                       log_tail=outcome.output[-LOG_TAIL:])])
-        reasons = list(report.failures)
-        if not report.cases:
-            reasons.append(Failure(check="run", message="no NPU test ran: "
-                                   + ("; ".join(report.skipped[:3]) or "pytest collected none"),
-                                   log_tail=outcome.output[-LOG_TAIL:]))
-        run.stages.append(StageResult("check", not reasons, outcome.seconds))
-        timing = None
-        if run.request.time_it and not reasons:
-            timing, stage = self._time(run.folder, run.plan, env={
-                "OPBOT_REFERENCE": str(run.request.reference.resolve())})
-            run.stages.append(stage)
-        return run.result(reasons, cases=report.cases, timing=timing)
-
-    def _time(self, folder: Path, plan: BuildPlan,
-              env: Mapping[str, str]) -> tuple[Timing | None, StageResult]:
-        step = Step("time", (self._python, f"bench_{plan.op}.py"),
-                    env={"OPBOT_ASCENDC_LIB": plan.library, **env}, timeout_s=900.0)
-        outcome = self._runner(step, folder)
-        timing = _timing(outcome.output) if outcome.ok else None
-        return timing, StageResult("time", timing is not None, outcome.seconds,
-                                   "" if timing else outcome.output[-300:])
+            shim = write_shim(manifest.namespace, manifest.op, library)
+        except (PackageError, OSError) as exc:
+            return run.result([Failure(check="load", message=f"cannot write the candidate "
+                                       f"that calls the operator: {exc}")])
+        try:
+            # The shim is opbot's own code (the model's is the C++ the build compiled): no
+            # static scan of it; its worker must read the library beside it.
+            verdict = self._judge(replace(request, candidate=shim, backend="ascendc",
+                                          static_scan=False, readable=(library.parent,)))
+        except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
+            return run.result([Failure(check="crash", message=f"the judge failed: "
+                                       f"{type(exc).__name__}: {exc}")])
+        return run.judged(verdict)
 
     def lint(self, candidate: Path) -> str:
         """The lint's findings on a package, as feedback text."""
@@ -426,19 +341,20 @@ class AscendCBackend:
 
 @dataclass
 class _Run:
-    """One verification in progress: what it works on, and the stages so far."""
+    """One verification in progress: the lint's warnings and the stages so far."""
 
-    request: VerifyRequest
-    folder: Path
-    plan: BuildPlan
     warnings: list[str]
     stages: list[StageResult] = field(default_factory=list)
 
-    def result(self, reasons: list[Failure], *, cases: list[CaseResult] | None = None,
-               timing: Timing | None = None) -> VerifyResult:
+    def result(self, reasons: list[Failure]) -> VerifyResult:
         return VerifyResult(status="failed" if reasons else "passed", reasons=reasons,
-                            cases=cases or [], stages=self.stages, device="npu",
-                            warnings=self.warnings, timing=timing)
+                            cases=[], stages=self.stages, device="npu",
+                            warnings=self.warnings)
+
+    def judged(self, verdict: VerifyResult) -> VerifyResult:
+        """The judge's verdict, after the build's stage and with the lint's warnings."""
+        return replace(verdict, stages=[*self.stages, *verdict.stages],
+                       warnings=[*self.warnings, *verdict.warnings])
 
 
 def _failed(check: str, message: str, *, device: str = "npu") -> VerifyResult:

@@ -26,10 +26,10 @@ from runners.harness.worker import Channel, internal_failure, select_device, syn
 
 
 class CandidateSession:
-    def __init__(self, candidate: Path, device: str) -> None:
+    def __init__(self, candidate: Path, device: str, backend: str) -> None:
         self.candidate = candidate
         self.device = device
-        self.guard = ForwardGuard()
+        self.guard = ForwardGuard(package_ops=backend == "ascendc")
         self.module: Any = None
         self.model: Any = None
 
@@ -108,17 +108,30 @@ class CandidateSession:
 
 
 def _unsendable(output: Any, device: str, case: str) -> Failure | None:
-    """An output tensor on another device than the inputs (meta, CPU on a GPU run...)."""
+    """What cannot go to the judge as it is: a container or tensor subclass (its own code
+    would run while it is read), an output on another device than the inputs (meta, the
+    CPU on a GPU run). Only exact types are walked, so no candidate code runs here."""
     stack = [output]
     seen = 0
     while stack and seen < 10_000:  # an output list that holds itself must not hang us
         seen += 1
         item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif isinstance(item, torch.Tensor) and item.device.type != device:
-            return Failure(check="device", case=case, message=f"an output is on "
-                           f"{item.device.type}, the inputs on {device}")
+        kind = type(item)
+        if kind in (list, tuple):
+            stack.extend(list.__iter__(item) if kind is list else tuple.__iter__(item))
+        elif isinstance(item, (list, tuple, dict)) or kind is dict:
+            return Failure(check="output_structure", case=case, message=f"an output is a "
+                           f"{kind.__name__}, not a plain tensor, list or tuple")
+        elif isinstance(item, torch.Tensor):
+            if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+                return Failure(check="output_structure", case=case, message=f"an output is "
+                               f"a {kind.__name__} (a tensor subclass), not a plain tensor")
+            if item.device.type != device:
+                return Failure(check="device", case=case, message=f"an output is on "
+                               f"{item.device.type}, the inputs on {device}")
+        elif kind not in (int, float, bool, str, type(None)):
+            return Failure(check="output_structure", case=case,
+                           message=f"an output is a {kind.__name__}")
     return None
 
 
@@ -139,7 +152,8 @@ def main(channel: Channel) -> None:
     request = channel.receive()
     started = time.monotonic()
     device, _ = select_device()
-    session = CandidateSession(Path(str(request.header["candidate"])), device)
+    session = CandidateSession(Path(str(request.header["candidate"])), device,
+                               str(request.header.get("backend", "triton")))
     failure = session.load()
     if failure is not None:
         channel.fail(failure)

@@ -17,6 +17,7 @@ effort, see docs/threat-model.md); the verdict and the comparison live elsewhere
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from collections import Counter
@@ -48,8 +49,9 @@ ALLOWED_CALLS = frozenset({
     "__float__", "__format__", "__repr__", "__str__", "__hash__", "__reduce_ex__",
     "__deepcopy__", "__setstate__", "requires_grad_", "set_", "resize_", "record_stream",
     "pin_memory", "is_pinned", "result_type", "promote_types", "can_cast",
-    "get_default_dtype", "broadcast_shapes", "is_same_size", "get_device", "__dlpack__",
-    "__dlpack_device__", "__array__", "__cuda_array_interface__",
+    "get_default_dtype", "broadcast_shapes", "is_same_size", "get_device",
+    # Not here: __array__, __dlpack__, numpy, tolist: handing data to the host or another
+    # library (the Triton interpreter's own hand-offs are exempt by where they come from).
 })
 
 
@@ -69,52 +71,72 @@ ALLOWED_ATEN = frozenset({
     "_has_compatible_shallow_copy_type", "contiguous", "resolve_conj", "resolve_neg",
 })
 
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+PACKAGE_NAMESPACE_PREFIX = "opbot_"
+
+
+def _folder(path: str) -> str:
+    return str(Path(path).resolve().parent) + "/"
+
+
+_TORCH_DIR = _folder(torch.__file__)
+_STDLIB_FILES = {str(Path(contextlib.__file__).resolve()), contextlib.__file__}
 _OWN_FILES = {str(Path(__file__).resolve()), __file__}
 
 
-def _triton_dir() -> str | None:
+def _interpreter_file() -> str | None:
     # Found, not imported: TRITON_INTERPRET must be set before triton's first import.
     spec = importlib.util.find_spec("triton")
     if spec is None or spec.origin is None:
         return None
-    return str(Path(spec.origin).resolve().parent)
+    return _folder(spec.origin) + "runtime/interpreter.py"
 
 
-_TRITON_DIR = _triton_dir()
-_SKIPPED = ("<frozen", "<string>")
+_INTERPRETER_FILE = _interpreter_file()
 
 
-def _issued_by_triton(frame: FrameType | None) -> bool:
-    """Whether the nearest caller outside torch (and this file) is Triton itself."""
+def _issued_by_interpreter(frame: FrameType | None) -> bool:
+    """Whether the nearest caller outside torch (and this file) is the Triton interpreter,
+    handing a launch's arguments to the host and back. Only there: C callables run from
+    Triton's launcher (a grid's __len__) have no frame of their own, so "any Triton frame"
+    would credit the candidate's compute to Triton."""
     depth = 0
     while frame is not None and depth < 200:
         filename = frame.f_code.co_filename
         if not (filename.startswith(_TORCH_DIR) or filename in _OWN_FILES
-                or filename.startswith(_SKIPPED) or "contextlib" in filename):
-            return _TRITON_DIR is not None and filename.startswith(_TRITON_DIR)
+                or filename in _STDLIB_FILES):
+            return filename == _INTERPRETER_FILE
         frame = frame.f_back
         depth += 1
     return False
 
 
+def _package_op(func: Any) -> bool:
+    name = str(getattr(func, "_qualified_op_name", "") or getattr(func, "namespace", ""))
+    return name.startswith(PACKAGE_NAMESPACE_PREFIX)
+
+
 class _FunctionRecorder(TorchFunctionMode):
-    def __init__(self, computed: Counter[str]) -> None:
+    def __init__(self, computed: Counter[str], package_ops: bool) -> None:
         super().__init__()
         self.computed = computed
+        self.package_ops = package_ops
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         name = getattr(func, "__name__", None) or str(func)
-        if name not in ALLOWED_CALLS and not _issued_by_triton(sys._getframe(1)):
+        if name not in ALLOWED_CALLS and not (self.package_ops and _package_op(func)) and (
+                not _issued_by_interpreter(sys._getframe(1))):
             self.computed[f"torch.{name}"] += 1
         return func(*args, **(kwargs or {}))
 
 
 class _DispatchRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    def __init__(self, computed: Counter[str]) -> None:
+    """Every ATen operator, whoever calls it: the interpreter's own are all in ALLOWED_ATEN."""
+
+    def __init__(self, computed: Counter[str], package_ops: bool) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.computed = computed
+        self.package_ops = package_ops
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -124,7 +146,8 @@ class _DispatchRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
                            kwargs: Any = None) -> Any:
         packet = getattr(func, "overloadpacket", None)
         name = getattr(packet, "__name__", None) or str(func)
-        if name not in ALLOWED_ATEN and not _issued_by_triton(sys._getframe(1)):
+        # An Ascend C package's own operator (torch.ops.opbot_<op>) is the kernel itself.
+        if name not in ALLOWED_ATEN and not (self.package_ops and _package_op(func)):
             self.computed[f"aten.{name}"] += 1
         return func(*args, **(kwargs or {}))
 
@@ -132,8 +155,9 @@ class _DispatchRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 class ForwardGuard:
     """Watches forward calls: counts kernel launches, records PyTorch compute."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, package_ops: bool = False) -> None:
         self.launches = 0
+        self.package_ops = package_ops  # the Ascend C backend: torch.ops.opbot_* is the kernel
         self._patched: list[tuple[Any, str, Any]] = []
 
     def install(self) -> None:
@@ -171,8 +195,8 @@ class ForwardGuard:
         """Record PyTorch compute for the duration; yields the counter it fills."""
         computed: Counter[str] = Counter()
         with ExitStack() as stack:
-            stack.enter_context(_FunctionRecorder(computed))
-            stack.enter_context(_DispatchRecorder(computed))
+            stack.enter_context(_FunctionRecorder(computed, self.package_ops))
+            stack.enter_context(_DispatchRecorder(computed, self.package_ops))
             yield computed
 
 

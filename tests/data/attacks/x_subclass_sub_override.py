@@ -1,4 +1,4 @@
-# expect: failed values
+# expect: failed output_structure
 # ref: relu_tanh_pair
 # Invented: a tensor subclass whose `-` always answers zeros. Returned inside a tuple (the
 # reference returns a tuple, so a check of the top-level type passes), a comparison that
