@@ -214,3 +214,13 @@ def test_secrets_never_reach_the_output() -> None:
     assert not leaked, f"secrets in the verdict: {leaked}"
     assert "Traceback" not in run.stderr, describe(run)
     failed_checks(run)
+
+
+def test_forged_failure_fields_render_in_text_mode() -> None:
+    """A worker's answer with fields of odd JSON types: the table, not a traceback."""
+    candidate = ATTACKS / "o_forged_failure.py"
+    run = run_opbot("verify", str(ATTACKS / "refs" / "o_relu.py"), str(candidate),
+                    "--timeout", "60")
+    assert "Traceback" not in run.stderr + run.stdout
+    assert run.code == 1
+    assert "failed" in run.stdout

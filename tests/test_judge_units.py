@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -103,10 +104,11 @@ def test_layouts_keep_values_and_break_contiguity(layout: str) -> None:
 
 
 def _reader_over(data: bytes) -> Reader:
-    read_fd, write_fd = os.pipe()
-    os.write(write_fd, data)
-    os.close(write_fd)
-    return Reader(read_fd)
+    """A reader over `data` whole (a file, not a pipe: a pipe's buffer would block us)."""
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data)
+        handle.seek(0)
+        return Reader(os.dup(handle.fileno()))
 
 
 def test_values_round_trip_every_dtype() -> None:
@@ -115,10 +117,10 @@ def test_values_round_trip_every_dtype() -> None:
     values += [torch.tensor([1, -2]), torch.tensor([True, False]), torch.empty(0, 3)]
     tensors: list = []
     tree = encode_tree((values, 3, "x", 1.5), tensors)
-    read_fd, write_fd = os.pipe()
-    write_message(write_fd, {"kind": "t", "tree": tree}, tensors)
-    os.close(write_fd)
-    message = Reader(read_fd).read(deadline=float("inf"), max_payload=1 << 20)
+    with tempfile.TemporaryFile() as handle:
+        write_message(handle.fileno(), {"kind": "t", "tree": tree}, tensors)
+        handle.seek(0)
+        message = Reader(handle.fileno()).read(deadline=float("inf"), max_payload=1 << 20)
     decoded = decode_tree(message.header["tree"], message.tensors)
     assert decoded[1:] == (3, "x", 1.5)
     for original, back in zip(values, decoded[0], strict=True):
