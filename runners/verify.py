@@ -126,12 +126,13 @@ class Worker:
     def send(self, header: dict[str, Any], tensors: list[WireTensor] | None = None) -> None:
         stdin = self.child.process.stdin
         assert stdin is not None
-        send_until(stdin.fileno(), encode(header, tensors or []), self.deadline, self._watch)
+        send_until(stdin.fileno(), encode(header, tensors or []), self.deadline, self.watchdog)
 
     def receive(self, max_payload: int) -> Message:
         return self.reader.read(self.deadline, max_payload)
 
-    def _watch(self) -> None:
+    def watchdog(self) -> None:
+        """Between waits: any worker's tree grown past the limit ends the verification."""
         for child in self.watch:
             reason = child.check_tree()
             if reason is not None:
@@ -154,7 +155,7 @@ def _start_worker(role: str, *, root: Path, request: VerifyRequest,
     stdout = child.process.stdout
     assert stdout is not None
     worker = Worker(role, child, Reader(stdout.fileno()), deadline, watch)
-    worker.reader = Reader(stdout.fileno(), on_wait=worker._watch)
+    worker.reader = Reader(stdout.fileno(), on_wait=worker.watchdog)  # needs the worker
     return worker
 
 
@@ -171,7 +172,6 @@ class Judge:
     warnings: list[str] = field(default_factory=list)
     device: str = "unknown"
     inferred: dict[str, Any] | None = None
-    prepared: Message | None = None
     correct_outputs: list[WireTensor] = field(default_factory=list)
 
     # -- stages ---------------------------------------------------------------------------
@@ -196,7 +196,6 @@ class Judge:
         self.inferred = _dict_or_none(answer.header.get("inferred"))
         self.warnings += [str(item) for item in answer.header.get("warnings") or []]
         self.stages += [StageResult.from_json(item) for item in answer.header.get("stages", [])]
-        self.prepared = answer
         return answer
 
     def load_candidate(self) -> None:

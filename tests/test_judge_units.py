@@ -240,3 +240,19 @@ def test_the_guard_sees_torch_called_from_a_kernel_body_under_the_interpreter(
         module.kernel[(1,)](values, 16, BLOCK=16)
     assert guard.launches == 1
     assert "aten.tanh" in computed
+
+
+def test_verify_records_its_seed_and_replays_it() -> None:
+    from tests.support import CANDIDATES, run_opbot
+
+    args = ("verify", str(CANDIDATES / "refs" / "relu.py"),
+            str(CANDIDATES / "relu__good_tutorial.py"), "--json")
+    first, second = (run_opbot(*args).json() for _ in range(2))
+    assert first["seed"] != second["seed"]
+    assert {c["name"]: c["seed"] for c in first["cases"]} != {
+        c["name"]: c["seed"] for c in second["cases"]}
+    replayed = run_opbot(*args, "--seed", str(first["seed"])).json()
+    assert replayed["seed"] == first["seed"]
+    assert {c["name"]: c["seed"] for c in replayed["cases"]} == {
+        c["name"]: c["seed"] for c in first["cases"]}
+    assert {c["name"] for c in first["cases"]} >= {"main", "strided", "tail-1", "tail-1-fresh"}
