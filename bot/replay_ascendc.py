@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.agent.ascendc_checks import problem_sizes, static_check
+from bot.agent.backends.ascendc.checks import problem_sizes, static_check
 from bot.agent.ascendc_flow import BACKEND, write_files
 from bot.agent.ascendc_loop import NoPackageError, starting_package
 from bot.errors import BadInputError
@@ -24,7 +24,7 @@ from runners.ascendc.backend import AscendCBackend
 from runners.ascendc.package import Generation
 
 if TYPE_CHECKING:
-    from bot.agent.ascendc_skeleton import Skeleton
+    from bot.agent.backends.ascendc.skeleton import Skeleton
     from bot.replay import ReplayReport
 
 STATIC_CLEAN, STATIC_FINDINGS = "static-clean", "static-findings"

@@ -6,7 +6,7 @@ import pytest
 
 from bot.agent.feedback import truncate_middle, verification_feedback
 from bot.agent.llm import LLMSettings, llm_configured
-from bot.agent.prompts import example_for, fence_data, first_request
+from bot.agent.backends.triton.prompts import example_for, fence_data, first_request
 from bot.agent.reply import ReplyError, parse_reply
 from bot.agent.transcript import REDACTED, Redactor
 from bot.errors import BadInputError

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.ascendc_checks import static_check, tiling_problems
+from bot.agent.backends.ascendc.checks import static_check, tiling_problems
 from bot.agent.ascendc_flow import offline_package
-from bot.agent.ascendc_reply import parse_ascendc_reply
-from bot.agent.ascendc_skeleton import Skeleton, skeleton_from_package
+from bot.agent.backends.ascendc.reply import parse_ascendc_reply
+from bot.agent.backends.ascendc.skeleton import Skeleton, skeleton_from_package
 from bot.agent.llm import LLMSettings, OpenAIChatClient
 from bot.agent.loop import Budget, GenerateOutcome, LLMChoice, generate
 from bot.agent.reply import ReplyError

@@ -662,7 +662,7 @@ def test_nothing_hard_codes_the_install_root(packages: dict[tuple[str, str], Gen
 
 @pytest.mark.parametrize("generation", GENERATIONS)
 def test_the_prompt_example_is_the_golden_generated_kernel(generation: str) -> None:
-    from bot.agent.prompts_ascendc import kernel_contract, system_prompt, worked_example
+    from bot.agent.backends.ascendc.prompts import kernel_contract, system_prompt, worked_example
 
     extension = "cpp" if generation == "legacy" else "asc"
     golden = GOLDEN / generation / "gelu" / "ascendc" / f"gelu_kernel.{extension}"

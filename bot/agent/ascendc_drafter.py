@@ -1,6 +1,6 @@
 """The LLM conversation that drafts Ascend C packages: the first request, then feedback.
 
-Answers are the files the model wrote, by name (bot/agent/ascendc_reply.py); a reply
+Answers are the files the model wrote, by name (bot/agent/backends/ascendc/reply.py); a reply
 without a usable kernel raises ReplyError, whose text is the next feedback.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.agent import prompts_ascendc
-from bot.agent.ascendc_reply import parse_ascendc_reply
-from bot.agent.ascendc_skeleton import Skeleton
+from bot.agent.backends.ascendc import prompts as prompts_ascendc
+from bot.agent.backends.ascendc.reply import parse_ascendc_reply
+from bot.agent.backends.ascendc.skeleton import Skeleton
 from bot.agent.drafters import Conversation, TokenCount
 from bot.spec import OpSpec
 

@@ -2,7 +2,7 @@
 on the NPU -> feedback -> draft ..., within the same budget as the Triton loop.
 
 Each draft is the package with the model's kernel, tiling header and binding in place
-(bot/agent/ascendc_skeleton.py). The lint and the tiling simulator judge it first, in
+(bot/agent/backends/ascendc/skeleton.py). The lint and the tiling simulator judge it first, in
 seconds and without CANN; only a clean draft goes to the runner, whose compiler errors,
 runtime errors and mismatches become the next request's feedback.
 
@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.agent.ascendc_checks import problem_sizes, static_check
+from bot.agent.backends.ascendc.checks import problem_sizes, static_check
 from bot.agent.ascendc_drafter import AscendCDrafter
-from bot.agent.ascendc_feedback import ascendc_feedback
+from bot.agent.backends.ascendc.feedback import ascendc_feedback
 from bot.agent.ascendc_flow import (
     BACKEND,
     offline_package,
@@ -29,7 +29,7 @@ from bot.agent.ascendc_flow import (
     write_files,
     write_spec_files,
 )
-from bot.agent.ascendc_skeleton import Skeleton, skeleton_from_package, skeleton_from_spec
+from bot.agent.backends.ascendc.skeleton import Skeleton, skeleton_from_package, skeleton_from_spec
 from bot.agent.drafters import Conversation
 from bot.agent.llm import LLMError
 from bot.agent.loop import (

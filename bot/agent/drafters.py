@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from bot.agent import prompts
+from bot.agent.backends.triton import prompts
 from bot.agent.llm import ChatClient, Completion, Message
 from bot.agent.offline.run import generate_in_worker
 from bot.agent.reply import parse_reply

@@ -29,7 +29,7 @@ from bot.agent.llm import ChatClient, LLMError
 from bot.agent.reply import ReplyError
 from bot.agent.transcript import TRANSCRIPT_NAME, Redactor, Transcript, keep_beside
 from bot.errors import BadInputError
-from bot.package import write_package
+from bot.agent.backends.triton.package import write_package
 from bot.report import perf_markdown
 from bot.spec import InputSpec, OpSpec, write_reference
 from runners.base import VerifyResult

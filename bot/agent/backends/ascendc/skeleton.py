@@ -6,7 +6,7 @@ the CANN 9.x toolchain), the host tiling header (`<op>_tiling.h`) and the torch 
 benchmark, opbot.json) comes from runners/ascendc/package.py's templates: those files
 encode how a runner builds, tests and times a package, and a model that rewrote them
 could break the build or weaken the tests it is judged by. A reply naming any other file
-is rejected with feedback (bot/agent/ascendc_reply.py).
+is rejected with feedback (bot/agent/backends/ascendc/reply.py).
 
 The starting package is the offline generator's when it covers the operator (its kernel
 is then the model's starting draft), else one rendered from the spec's inputs around a

@@ -2,7 +2,7 @@
 
 Each file comes in a fenced block naming it (```` ```cpp file=gelu_kernel.cpp ````); one
 unnamed C++ block alone is taken as the kernel. Only the files the model owns are accepted
-(bot/agent/ascendc_skeleton.py says which and why): a reply that writes the build, the
+(bot/agent/backends/ascendc/skeleton.py says which and why): a reply that writes the build, the
 tests or anything else is rejected as a whole, so that a draft is never judged by tests
 or a build the model changed. The kernel is required; the tiling header and the binding
 may be left out, and then keep their current text.

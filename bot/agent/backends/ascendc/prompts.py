@@ -3,7 +3,7 @@
 The model writes three files: the kernel, the host tiling header and the torch binding;
 opbot renders everything else (CMake, build.sh, CPU twin, tests, benchmark) from
 runners/ascendc/package.py, so the contract below is what that code expects (see
-bot/agent/ascendc_skeleton.py for why the model may not write the rest). Prompts are
+bot/agent/backends/ascendc/skeleton.py for why the model may not write the rest). Prompts are
 tagged by toolchain generation ("legacy": CANN <= 8.3, "asc": CANN 9.x) because the
 kernel qualifiers, pointer types and launch differ.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from bot.agent.ascendc_reply import RENDERED_BY_OPBOT
-from bot.agent.prompts import fence_data
+from bot.agent.backends.ascendc.reply import RENDERED_BY_OPBOT
+from bot.agent.backends.triton.prompts import fence_data
 from runners.ascendc.package import KERNEL_DTYPES, Generation, kernel_file_name, make_names
 
 _GENERATION_NOTES: dict[str, str] = {

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from bot.agent.ascendc_skeleton import Skeleton
+from bot.agent.backends.ascendc.skeleton import Skeleton
 from bot.spec import OpSpec
 from runners.ascendc.lint import lint_package
 from runners.ascendc.package import KERNEL_DTYPES, TAIL_SIZES, PackageError, compute_slots_of
