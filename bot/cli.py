@@ -19,9 +19,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from bot import __version__
+from bot.agent.backends import DEFAULT_BACKEND, backend_names, parse_backends
 from bot.errors import BadInputError, OpbotError
+from bot.forge.registry import names as forge_names
 
-BACKEND_CHOICE = click.Choice(["triton", "ascendc"])
+BACKEND_CHOICE = click.Choice(list(backend_names()))
+FORGE_CHOICE = click.Choice(list(forge_names()))  # the forge registry's names
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 _stderr = Console(stderr=True, highlight=False)
@@ -59,7 +62,7 @@ def main() -> None:
 @main.command()
 @click.argument("ref", type=click.Path(path_type=Path))
 @click.argument("impl", type=click.Path(path_type=Path))
-@click.option("--backend", type=BACKEND_CHOICE, default="triton", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default=DEFAULT_BACKEND, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0,
               show_default=True, help="Seconds before a hanging candidate is killed.")
@@ -94,7 +97,9 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
 
 @main.command()
 @click.argument("ref", type=click.Path(path_type=Path))
-@click.option("--backend", type=BACKEND_CHOICE, default="triton", show_default=True)
+@click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
+              help=f"One backend or several side by side, comma-separated "
+              f"({', '.join(backend_names())}): several share one package and one PERF.md.")
 @click.option("--llm", type=click.Choice(["auto", "offline", "openai"]), default="auto",
               show_default=True,
               help="Who drafts kernels: an OpenAI-compatible LLM, or the offline generator "
@@ -128,11 +133,12 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
              policy_file: Path | None, out: Path | None, as_json: bool) -> None:
     """Generate a kernel for REF (an op.yaml or a KernelBench .py), verify it, write it."""
     from bot.agent.llm import llm_configured
-    from bot.agent.loop import Budget
     from bot.agent.loop import generate as run_generate
+    from bot.agent.outcome import Budget
     from bot.spec import load_spec
 
     try:
+        backends = parse_backends(backend)
         policy = _apply_policy(policy_file)
         spec = load_spec(ref)
         notes = _read_text(hint_file) if hint_file else hint
@@ -145,7 +151,7 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
                         seconds=time_budget_s or policy.wall_seconds)
         target = out or _default_out(ref, spec.name, spec.origin)
         with _progress(not as_json) as progress:
-            outcome = run_generate(spec, backend=backend, out=target, progress=progress,
+            outcome = run_generate(spec, backend=backends, out=target, progress=progress,
                                    llm=choice, budget=budget)
     except OpbotError as exc:
         _fail(str(exc))
@@ -159,7 +165,7 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
 def _llm_choice(base_url: str | None, model: str | None, hint: str | None,
                 timeout_s: float, draft: str | None) -> Any:
     from bot.agent.llm import LLMSettings, OpenAIChatClient
-    from bot.agent.loop import LLMChoice
+    from bot.agent.outcome import LLMChoice
 
     settings = LLMSettings.resolve(base_url=base_url, model=model, timeout_s=timeout_s)
     return LLMChoice(client=OpenAIChatClient(settings), model=settings.model,
@@ -193,7 +199,7 @@ def _apply_policy(path: Path | None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def replay(transcript: Path, as_json: bool) -> None:
     """Re-verify every candidate of a generation TRANSCRIPT, without calling the model."""
-    from bot.replay import replay_transcript
+    from bot.agent.replay import replay_transcript
 
     try:
         report = replay_transcript(transcript)
@@ -219,8 +225,9 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
 
 
 @main.command()
-@click.option("--forge", "forge_name", type=click.Choice(["github", "gitlab"]), default=None,
-              help="Default: github in GitHub Actions, gitlab in GitLab CI.")
+@click.option("--forge", "forge_name", type=FORGE_CHOICE, default=None,
+              help="Default: the forge whose CI this runs in (github in GitHub Actions, "
+              "gitlab in GitLab CI); github elsewhere.")
 @click.option("--event", "event_name", default=None,
               help="The event (X-GitHub-Event / X-Gitlab-Event, or `schedule`); default: "
               "GITHUB_EVENT_NAME.")
@@ -301,7 +308,7 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
 
 @main.command()
 @click.argument("checkout", type=click.Path(path_type=Path), default=Path())
-@click.option("--forge", "forge_name", type=click.Choice(["github", "gitlab"]), default=None,
+@click.option("--forge", "forge_name", type=FORGE_CHOICE, default=None,
               help="Run the nightly job on a forge repository (with --repo) instead: "
               "re-verify, regenerate what the toolchain broke (one PR each), update the "
               "dashboard. Token and URL as for `opbot event`.")
@@ -334,8 +341,8 @@ def _scan_forge(forge_name: str | None, repo: str | None, as_json: bool) -> NoRe
 
     if forge_name is None or repo is None:
         _fail("--forge and --repo go together")
-    _run_plan(Plan(action="scan", reason="opbot scan", forge="github" if forge_name == "github"
-                   else "gitlab", event="scan", repo=repo), as_json)
+    _run_plan(Plan(action="scan", reason="opbot scan", forge=forge_name, event="scan",
+                   repo=repo), as_json)
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -397,6 +404,12 @@ def _print_scan(rows: Any, toolchain: str) -> None:
 
 
 def _print_generate(outcome: Any) -> None:
+    if outcome.backends:
+        for item in outcome.backends:
+            _stdout.print(f"[bold]{escape(item.backend)}[/]: {item.status}", soft_wrap=True)
+            _print_generate(item)
+        _stdout.print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}")
+        return
     if outcome.status == "unsupported":
         _stdout.print(f"[bold yellow]unsupported[/]: {outcome.message}", soft_wrap=True)
         return

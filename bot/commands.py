@@ -12,7 +12,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-BACKEND_CHOICES = ("triton", "ascendc")
+from bot.agent.backends import backend_names, parse_backends
+from bot.errors import BadInputError
+
+_BACKEND_USAGE = "|".join(backend_names())
 MAX_HINT_CHARS = 2000
 
 
@@ -44,13 +47,14 @@ class RegenCommand:
 
 REGEN_HELP = CommandHelp(
     name="regen",
-    usage='/regen [--backend triton|ascendc] [--hint "..."] [--force]',
+    usage=f'/regen [--backend {_BACKEND_USAGE}[,...]] [--hint "..."] [--force]',
     description="regenerate the operator's kernel on this pull request or op request; "
     "--hint passes notes to the model, --force overrides commits a person pushed to the "
     "bot's branch.",
     who="people with write permission on the repository",
-    examples=("/regen", "/regen --backend triton", '/regen --hint "use a two-pass softmax"',
-              "/regen --force"),
+    examples=("/regen", f"/regen --backend {backend_names()[0]}",
+              f"/regen --backend {','.join(backend_names())}",
+              '/regen --hint "use a two-pass softmax"', "/regen --force"),
 )
 
 _COMMAND_LINE = re.compile(r"^[ \t]*/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
@@ -123,9 +127,12 @@ def _parse_flags(words: list[str]) -> _Flags:
             takes_value = word.startswith("--") and "=" not in word
             has_value = index + 1 < len(words) and not words[index + 1].startswith("--")
             index += 2 if takes_value and has_value else 1
-    if flags.backend is not None and flags.backend not in BACKEND_CHOICES:
-        flags.errors.append(f"--backend must be one of {', '.join(BACKEND_CHOICES)}, "
-                            f"not {flags.backend!r}")
+    if flags.backend is not None:
+        try:
+            flags.backend = ",".join(parse_backends(flags.backend))
+        except BadInputError:
+            flags.errors.append(f"--backend must be one of {', '.join(backend_names())} (or "
+                                f"several, comma-separated), not {flags.backend!r}")
     if flags.hint is not None and len(flags.hint) > MAX_HINT_CHARS:
         flags.errors.append(f"--hint is longer than {MAX_HINT_CHARS} characters")
     return flags

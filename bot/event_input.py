@@ -1,4 +1,5 @@
-"""Where an event comes from on the command line: flags, or the CI system's environment."""
+"""Where an event comes from on the command line: flags, or the CI system's environment
+(each forge says what its CI provides: bot/forge/<name>/environment.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from bot.errors import BadInputError
 from bot.events import TRIGGER_LABEL, Plan, plan_event
+from bot.forge import registry
 from bot.forge.base import ForgeName
 
 MAX_PAYLOAD_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
@@ -31,12 +33,6 @@ class Delivery:
                           trigger_label=trigger_label)
 
 
-def _forge(name: str | None, env: Mapping[str, str]) -> ForgeName:
-    if name == "gitlab" or (name is None and env.get("GITLAB_CI") == "true"):
-        return "gitlab"
-    return "github"
-
-
 def _read_payload(path: Path) -> Any:
     try:
         if path.stat().st_size > MAX_PAYLOAD_BYTES:
@@ -53,18 +49,20 @@ def _read_payload(path: Path) -> Any:
 
 def read_event(forge: str | None, event: str | None, payload: Path | None,
                environ: Mapping[str, str] | None = None) -> Delivery:
-    """Flags first; in GitHub Actions, GITHUB_EVENT_NAME and GITHUB_EVENT_PATH fill gaps."""
+    """Flags first; the forge's CI environment (GitHub Actions' GITHUB_EVENT_NAME and
+    GITHUB_EVENT_PATH) fills gaps. Without --forge, the CI this runs in names the forge."""
     env = os.environ if environ is None else environ
-    name = event or env.get("GITHUB_EVENT_NAME")
+    plugin = registry.plugin(forge) if forge is not None else registry.detect(env)
+    ci = plugin.ci_input(env)
+    elsewhere = f" (or run in {ci.system})" if ci.system else ""
+    name = event or ci.event
     if not name:
-        raise BadInputError("no event: pass --event NAME (or run in GitHub Actions)")
-    path = payload or (Path(env["GITHUB_EVENT_PATH"]) if env.get("GITHUB_EVENT_PATH") else None)
+        raise BadInputError(f"no event: pass --event NAME{elsewhere}")
+    path = payload or ci.payload_path
     if path is None:
         if name != "schedule":
-            raise BadInputError("no payload: pass --payload FILE (or run in GitHub Actions)")
-        # A GitLab scheduled pipeline has no event file: the project is the CI's own.
-        data: Any = {"project": {"path_with_namespace": env.get("CI_PROJECT_PATH")},
-                     "repository": {"full_name": env.get("GITHUB_REPOSITORY")}}
+            raise BadInputError(f"no payload: pass --payload FILE{elsewhere}")
+        data: Any = dict(ci.scheduled_payload)
     else:
         data = _read_payload(path)
-    return Delivery(forge=_forge(forge, env), event=name, payload=data)
+    return Delivery(forge=plugin.name, event=name, payload=data)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.agent.loop import GenerateOutcome
+from bot.agent.outcome import GenerateOutcome
 from bot.agent.transcript import Redactor
 from bot.errors import BadInputError, OpbotError
 from bot.policy import Policy

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import yaml
 
+from bot.agent.backends import DEFAULT_BACKEND, backend_names
 from bot.errors import BadInputError, SpecError
 from bot.spec import OpSpec, derive_op_name, load_spec
+from bot.text import clean_text
 
 MAX_BODY_CHARS = 200_000
 LABEL_NAME = "Operator name"
@@ -27,6 +29,8 @@ LABEL_SHAPES = "Shapes and dtypes"
 LABEL_NOTES = "Notes"
 EMPTY_ANSWER = "_No response_"
 
+_TARGET_BOXES = "\n".join(f"- [{'X' if name == DEFAULT_BACKEND else ' '}] {name}"
+                          for name in backend_names())
 EXPECTED_FORM = f"""The op request form expects these sections (the issue form fills them in):
 
 ### {LABEL_NAME}
@@ -49,8 +53,7 @@ def get_init_inputs():
 ```
 
 ### {LABEL_TARGETS}
-- [X] triton
-- [ ] ascendc
+{_TARGET_BOXES}
 
 ### {LABEL_SHAPES}
 _No response_ (or YAML: `x: {{dtypes: [float32], shapes: [[4096, 4096], [1000, 37]]}}`)
@@ -60,9 +63,6 @@ _No response_
 
 Instead of the form, a ```yaml block holding a whole op.yaml is accepted too."""
 
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-# Zero-width and bidirectional controls hide text from reviewers (Trojan Source).
-_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]")
 _HEADING = re.compile(r"^###[ \t]+(?P<label>.+?)[ \t]*$", re.MULTILINE)
 _CODE_BLOCK = re.compile(r"^(?P<fence>```|~~~)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                          re.DOTALL | re.MULTILINE)
@@ -75,16 +75,6 @@ class FormError(BadInputError):
     def __init__(self, problem: str, *, show_form: bool = True) -> None:
         self.problem = problem
         super().__init__(f"{problem}\n\n{EXPECTED_FORM}" if show_form else problem)
-
-
-def clean_text(text: str) -> str:
-    """People's text without HTML comments and hidden or bidirectional characters."""
-    return _HIDDEN.sub("", _HTML_COMMENT.sub("", text)).replace("\r\n", "\n")
-
-
-def fence_free(text: str) -> str:
-    """Text that cannot close the code fence it is quoted in."""
-    return text.replace("```", "'''").replace("~~~", "'''")
 
 
 def sections(body: str) -> dict[str, str]:
@@ -153,10 +143,14 @@ def parse_request(body: str) -> OpRequest:
         problems.append(f"the '{LABEL_NAME}' section is missing or empty")
     if reference is None:
         problems.append(f"the '{LABEL_REFERENCE}' section has no ```python block")
+    targets = tuple(match.group("item").lower() for match in _CHECKED.finditer(
+        answers.get(LABEL_TARGETS.lower(), ""))) or (DEFAULT_BACKEND,)
+    unknown = [target for target in targets if target not in backend_names()]
+    if unknown:
+        problems.append(f"the '{LABEL_TARGETS}' section names {', '.join(unknown)}; the "
+                        f"backends are {', '.join(backend_names())}")
     if problems:
         raise FormError("; ".join(problems) + ".")
-    targets = tuple(match.group("item").lower() for match in _CHECKED.finditer(
-        answers.get(LABEL_TARGETS.lower(), ""))) or ("triton",)
     return OpRequest(name=name or "", reference=reference or "", targets=targets,
                      shapes_yaml=answers.get(LABEL_SHAPES.lower(), ""),
                      notes=answers.get(LABEL_NOTES.lower(), ""))

@@ -13,18 +13,20 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
 
-from bot.agent.loop import GenerateOutcome
+from bot.agent.backends import get_backend, parse_backends
+from bot.agent.outcome import GenerateOutcome
+from bot.agent.report import case_table, timing_table
 from bot.agent.transcript import Redactor
 from bot.commands import REGEN_HELP, RegenCommand
 from bot.errors import BadInputError, OpbotError
 from bot.events import Plan
 from bot.forge.base import Forge, ForgeError, Target, at_least
 from bot.generation_step import generate_without_credentials
-from bot.issue_form import FormError, fence_free, spec_from_issue
+from bot.issue_form import FormError, spec_from_issue
+from bot.job_settings import JobOutcome, JobSettings, SpendLedger
 from bot.policy import (
     REPOSITORY_POLICY_PATH,
     Policy,
@@ -44,66 +46,10 @@ from bot.publish import (
     trim,
     upsert_status,
 )
-from bot.report import case_table, timing_table
 from bot.spec import OpSpec, load_spec
+from bot.text import fence_free
 
 HUMAN_TRIGGERS = {"generate", "regen", "iterate-review"}
-
-
-class SpendLedger(Protocol):
-    """Money spent per repository per day (the server keeps it in its queue database)."""
-
-    def spent_today(self, repo: str) -> float: ...
-    def record(self, repo: str, usd: float) -> None: ...
-
-
-class NoLedger:
-    """Actions mode keeps no state between runs: the daily cap is not enforced there."""
-
-    def spent_today(self, repo: str) -> float:
-        return 0.0
-
-    def record(self, repo: str, usd: float) -> None:
-        return None
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    bot_login: str | None = None
-    allowed_repos: tuple[str, ...] | None = None  # None: any repository (one-repo Actions use)
-    llm_enabled: bool = False  # an OpenAI-compatible endpoint and a model are configured
-    log: Callable[[str], None] = lambda message: None
-    dashboard_issue: int | None = None
-    ledger: SpendLedger = field(default_factory=NoLedger)
-    policy: Policy = field(default_factory=default_policy)
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None,
-                         ledger: SpendLedger | None = None) -> JobSettings:
-        from bot.agent.llm import llm_configured
-
-        env = os.environ if environ is None else environ
-        allowed = env.get("OPBOT_ALLOWED_REPOS")
-        dashboard = env.get("OPBOT_DASHBOARD_ISSUE", "")
-        return cls(bot_login=env.get("OPBOT_BOT_LOGIN") or None,
-                   allowed_repos=tuple(item.strip() for item in allowed.split(",")
-                                       if item.strip()) if allowed else None,
-                   llm_enabled=llm_configured(None, env) and bool(env.get("OPBOT_LLM_MODEL")),
-                   dashboard_issue=int(dashboard) if dashboard.isdigit() else None,
-                   ledger=ledger or NoLedger())
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    ok: bool
-    action: str
-    summary: str
-    pull_request: int | None = None
-    url: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "action": self.action, "summary": self.summary,
-                "pull_request": self.pull_request, "url": self.url}
 
 
 # -- authorization -------------------------------------------------------------------------
@@ -181,12 +127,12 @@ class _Job:
             (folder / name).write_text(content, encoding="utf-8")
         return load_spec(folder / "op.yaml")
 
-    def generate(self, spec: OpSpec, backend: str, *, hint: str | None = None,
+    def generate(self, spec: OpSpec, backends: list[str], *, hint: str | None = None,
                  draft: str | None = None) -> GenerateOutcome:
         """Generation in its own process, which holds no forge credential (only the LLM's):
         the agent and what it runs can never reach the token that publishes."""
         outcome = generate_without_credentials(
-            spec, backend=backend, out=self.workdir / "package" / spec.name,
+            spec, backend=",".join(backends), out=self.workdir / "package" / spec.name,
             workdir=self.workdir, policy=self.settings.policy,
             llm=self.settings.llm_enabled, hint=hint, draft=draft)
         if self.plan.repo:
@@ -204,7 +150,8 @@ class _Job:
         policy = self.settings.policy
         folder = policy.folder_for(spec.name)
         workspace.replace_folder(folder, outcome.out)
-        (workspace.path / folder / "transcript.jsonl").unlink(missing_ok=True)
+        for transcript in (workspace.path / folder).glob("transcript*.jsonl"):
+            transcript.unlink()
         files = check_change(workspace.path, folder, limits=ChangeLimits(
             forbidden=policy.forbidden_paths, max_file_bytes=policy.max_file_bytes,
             max_change_bytes=policy.max_change_bytes))
@@ -216,11 +163,16 @@ class _Job:
         body = pull_request_body(spec, outcome, head_sha=head, issue=self.issue_number())
         pull, created = publish_pull_request(
             self.forge, branch=branch, base=base,
-            title=f"opbot: Triton kernel for {spec.name}", body=body)
+            title=f"opbot: {backend_titles(outcome)} kernel for {spec.name}", body=body)
         return pull.number, pull.url, created
 
     def issue_number(self) -> int | None:
         return self.plan.number if self.plan.target == "issue" else None
+
+
+def backend_titles(outcome: GenerateOutcome) -> str:
+    """"Ascend C" or "Ascend C and Triton": the backends the request chose."""
+    return " and ".join(get_backend(name).title for name in outcome.backend_names)
 
 
 def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
@@ -231,13 +183,20 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
                      "tokens": outcome.tokens.total, "head_sha": head_sha,
                      "status": outcome.status, "device": result.device,
                      "backend": outcome.backend})]
-    lines += [f"## {spec.name}: a {outcome.backend} kernel generated by opbot", ""]
+    lines += [f"## {spec.name}: {backend_titles(outcome)} kernel generated by opbot", ""]
     if issue is not None:
         lines += [f"Requested in #{issue}.", ""]
     if spec.description:
         lines += [spec.description, ""]
     lines += [f"Verified **{result.status}** on {result.device} in {outcome.attempts} "
-              f"attempt(s). Files: `ops/{spec.name}/`.", "", "### Verification", ""]
+              f"attempt(s). Files: `ops/{spec.name}/`.", ""]
+    if outcome.backends:
+        lines += [f"Backends side by side (PERF.md compares them); recommended: "
+                  f"**{outcome.recommended or 'none timed'}**.", ""]
+        lines += [f"- {get_backend(item.backend).title}: **{item.status}** "
+                  f"({item.stopped_because})" for item in outcome.backends]
+        lines += [""]
+    lines += ["### Verification", ""]
     lines += case_table(result.cases)
     if result.timing is not None:
         lines += ["", "### Performance", "", *timing_table(result.timing)]
@@ -295,11 +254,17 @@ def handle_generate(job: _Job) -> JobOutcome:
     stopped = _stopped_by_a_person(job, spec.name, job.plan.command, job.target)
     if stopped is not None:
         return stopped
-    backend = job.plan.command.backend if job.plan.command and job.plan.command.backend \
-        else "triton"
-    job.status(f"Generating `{spec.name}` ({backend})...")
+    backends = backends_for(job.plan.command, spec)
+    job.status(f"Generating `{spec.name}` ({', '.join(backends)})...")
     hint = job.plan.command.hint if job.plan.command else None
-    return _finish(job, spec, job.generate(spec, backend, hint=hint), job.target)
+    return _finish(job, spec, job.generate(spec, backends, hint=hint), job.target)
+
+
+def backends_for(command: RegenCommand | None, spec: OpSpec) -> list[str]:
+    """The backends a `/regen --backend` names, else those the request chose."""
+    if command is not None and command.backend:
+        return parse_backends(command.backend)
+    return parse_backends(",".join(spec.targets))
 
 
 def handle_regen(job: _Job) -> JobOutcome:
@@ -320,7 +285,7 @@ def handle_regen(job: _Job) -> JobOutcome:
         return stopped
     spec = job.spec_from_pull(op, pull.head_sha)
     job.status(f"Regenerating `{op}`...")
-    outcome = job.generate(spec, command.backend or "triton", hint=command.hint)
+    outcome = job.generate(spec, backends_for(command, spec), hint=command.hint)
     return _finish(job, spec, outcome, job.target)
 
 
@@ -331,14 +296,25 @@ def _iterate(job: _Job, feedback: str, what: str) -> JobOutcome:
     if stopped is not None:
         return stopped
     spec = job.spec_from_pull(op, pull.head_sha)
-    kernel = job.forge.file_content(f"ops/{op}/triton/{op}.py", pull.head_sha)
+    backends = backends_for(None, spec)
+    # One starting draft fits one backend; side by side each starts from its template.
+    kernel = _kernel_under_review(job, op, backends[0], pull.head_sha) \
+        if len(backends) == 1 else None
     if not job.settings.llm_enabled:
         job.status(f"Iterating on {what} needs an LLM: configure OPBOT_LLM_BASE_URL, "
                    "OPBOT_LLM_MODEL and OPBOT_LLM_API_KEY for opbot.")
         return JobOutcome(False, job.plan.action, "no LLM configured")
     job.status(f"Working on {what} for `{op}`...")
-    return _finish(job, spec, job.generate(spec, "triton", hint=feedback, draft=kernel),
+    return _finish(job, spec, job.generate(spec, backends, hint=feedback, draft=kernel),
                    job.target)
+
+
+def _kernel_under_review(job: _Job, op: str, backend: str, ref: str) -> str | None:
+    for path in get_backend(backend).kernel_paths(op):
+        content = job.forge.file_content(f"ops/{op}/{path}", ref)
+        if content is not None:
+            return content
+    return None
 
 
 def handle_review(job: _Job) -> JobOutcome:
@@ -421,20 +397,12 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
 def forge_from_environment(plan: Plan, environ: Mapping[str, str] | None = None) -> Forge:
     """The plan's forge and repository, with the token and URL the environment names;
     without retries, so each caller picks its own policy."""
-    from bot.forge.registry import connect
+    from bot.forge.registry import connect_from_environment
 
     env = os.environ if environ is None else environ
     if plan.repo is None:
         raise BadInputError("the event names no repository")
-    if plan.forge == "github":
-        token = env.get("OPBOT_GITHUB_TOKEN") or env.get("GITHUB_TOKEN")
-        url = env.get("OPBOT_GITHUB_URL") or env.get("GITHUB_API_URL")
-    else:
-        token = env.get("OPBOT_GITLAB_TOKEN") or env.get("GITLAB_TOKEN")
-        url = env.get("OPBOT_GITLAB_URL") or env.get("CI_SERVER_URL")
-    if not token:
-        raise BadInputError(f"no {plan.forge} token: set OPBOT_{plan.forge.upper()}_TOKEN")
-    return connect(plan.forge, url=url, token=token, repo=plan.repo)
+    return connect_from_environment(plan.forge, plan.repo, env)
 
 
 def run_plan_from_environment(plan: Plan, environ: Mapping[str, str] | None = None,

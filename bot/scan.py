@@ -13,16 +13,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from bot.agent.backends import DEFAULT_BACKEND
+from bot.agent.outcome import GenerateOutcome
 from bot.errors import OpbotError
 from bot.forge.base import Forge, Target
+from bot.job_settings import JobOutcome, JobSettings
 from bot.publish import GitWorkspace, branch_for, upsert_status
 from bot.spec import OpSpec, load_spec
 from bot.verification import verify_candidate
 
 if TYPE_CHECKING:
-    from bot.agent.loop import GenerateOutcome
     from bot.agent.transcript import Redactor
-    from bot.jobs import JobOutcome, JobSettings
 
 
 class ScanContext(Protocol):
@@ -31,7 +32,7 @@ class ScanContext(Protocol):
     settings: JobSettings
 
     def human_commits(self, op: str) -> list[str]: ...
-    def generate(self, spec: OpSpec, backend: str, *, hint: str | None = None,
+    def generate(self, spec: OpSpec, backends: list[str], *, hint: str | None = None,
                  draft: str | None = None) -> GenerateOutcome: ...
     def publish(self, spec: OpSpec, outcome: GenerateOutcome) -> tuple[int, str, bool]: ...
 
@@ -98,8 +99,6 @@ def dashboard(rows: list[ScanRow], regenerated: dict[str, str]) -> str:
 
 def run_scan(job: ScanContext, redactor: Redactor, dashboard_issue: int | None,
              nightly_limit: int) -> JobOutcome:
-    from bot.jobs import JobOutcome
-
     workspace = GitWorkspace.clone(job.forge.push_url(), job.workdir / "scan", redactor)
     rows = scan_checkout(workspace.path)
     regenerated: dict[str, str] = {}
@@ -111,7 +110,7 @@ def run_scan(job: ScanContext, redactor: Redactor, dashboard_issue: int | None,
             regenerated[row.op] = f"left alone: a person pushed to {branch_for(row.op)}"
             continue
         assert row.spec is not None
-        outcome = job.generate(row.spec, "triton")
+        outcome = job.generate(row.spec, [DEFAULT_BACKEND])  # the kernel verified above
         if outcome.status == "passed":
             number, _, _ = job.publish(row.spec, outcome)
             regenerated[row.op] = f"regenerated in #{number}"

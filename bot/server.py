@@ -1,23 +1,22 @@
 """`opbot serve`: the webhook receiver (Starlette on uvicorn) and its job worker.
 
-Every delivery is verified before it is parsed: GitHub's HMAC-SHA256 signature over the raw
-body, GitLab's token, both compared in constant time against the secret (and, during a
-rotation, the previous one). Accepted deliveries are planned at once and queued in a
-durable queue; the answer goes back within milliseconds, the work happens in the worker.
+Deliveries arrive at /webhook/<forge> for each forge in bot/forge/registry.py. Each is
+verified by its forge before it is parsed (GitHub: an HMAC-SHA256 signature over the raw
+body; GitLab: a token), in constant time against the secret (and, during a rotation, the
+previous one). Accepted deliveries are planned at once and queued in a durable queue; the
+answer goes back within milliseconds, the work happens in the worker.
 The worker runs each job here, or with `--dispatch` hands it to the CI system (bot/dispatch.py).
 Bad input gets a 4xx, never a 5xx; the secret is never logged.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import os
 import threading
 import traceback
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,34 +31,17 @@ from bot.agent.transcript import Redactor
 from bot.dispatch import RetryPolicy
 from bot.errors import BadInputError, OpbotError
 from bot.events import TRIGGER_LABEL, Plan, plan_event
-from bot.forge.base import DISPATCH_EVENT, Dispatch, ForgeError, ForgeName
+from bot.forge import registry
+from bot.forge.base import Dispatch, ForgeError
+from bot.forge.plugin import ForgePlugin
 from bot.queue import JobQueue, QueuedJob
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
 PREVIOUS_SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
 MAX_BODY_BYTES = 25 * 1024 * 1024
 _POLL_S = 0.5
-# Deliveries of work a server handed to CI: the CI system runs them, a server never does
-# (it would run them twice, or in dispatch mode hand them over again, for ever).
-_DISPATCH_EVENTS = {("github", "repository_dispatch"), ("gitlab", DISPATCH_EVENT)}
 
 log = logging.getLogger("opbot.serve")
-
-
-def github_signature_ok(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
-    if not header or not header.startswith("sha256="):
-        return False
-    for secret in secrets:
-        expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        if hmac.compare_digest(expected.encode(), header.encode()):
-            return True
-    return False
-
-
-def gitlab_token_ok(header: str | None, secrets: Sequence[str]) -> bool:
-    if not header:
-        return False
-    return any(hmac.compare_digest(header.encode(), secret.encode()) for secret in secrets)
 
 
 def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -104,25 +86,27 @@ async def _body(request: Request) -> bytes | None:
     return body if len(body) <= MAX_BODY_BYTES else None
 
 
-def _accept(settings: ServerSettings, forge: ForgeName, event: str, payload: Any,
+def _accept(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any,
             delivery: str | None) -> JSONResponse:
-    if delivery and not settings.queue.first_delivery(f"{forge}:{delivery}"):
+    if delivery and not settings.queue.first_delivery(f"{forge.name}:{delivery}"):
         return _answer(200, status="duplicate", delivery=delivery)
     plan = _plan(settings, forge, event, payload)
     job = None
     if plan.action != "ignore":
         job = settings.queue.enqueue(job_key(plan), plan.to_json())
-    log.info("accepted %s %s delivery %s: %s (%s)", forge, event, delivery or "-", plan.action,
-             plan.reason)
+    log.info("accepted %s %s delivery %s: %s (%s)", forge.name, event, delivery or "-",
+             plan.action, plan.reason)
     return _answer(202, status="accepted", action=plan.action, reason=plan.reason, job=job)
 
 
-def _plan(settings: ServerSettings, forge: ForgeName, event: str, payload: Any) -> Plan:
-    plan = plan_event(forge, event, payload, bot_login=settings.bot_login,
+def _plan(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any) -> Plan:
+    plan = plan_event(forge.name, event, payload, bot_login=settings.bot_login,
                       trigger_label=settings.trigger_label)
-    if (forge, event) in _DISPATCH_EVENTS and plan.action != "ignore":
+    # Work a server handed to CI: the CI system runs it, a server never does (it would run
+    # it twice, or in dispatch mode hand it over again, for ever).
+    if event == forge.dispatch_event and plan.action != "ignore":
         return Plan(action="ignore", reason="work handed to CI: it runs there, not here",
-                    forge=forge, event=event, repo=plan.repo)
+                    forge=forge.name, event=event, repo=plan.repo)
     return plan
 
 
@@ -134,36 +118,28 @@ def _parse(body: bytes) -> Any:
     return payload if isinstance(payload, dict) else None
 
 
-def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
-    async def github(request: Request) -> JSONResponse:
-        body = await _body(request)
-        if body is None:
-            return _answer(413, status="rejected", reason="the body is too large")
-        if not github_signature_ok(body, request.headers.get("x-hub-signature-256"),
-                                   settings.secrets):
-            return _answer(401, status="rejected", reason="missing or wrong signature")
-        event = request.headers.get("x-github-event")
-        payload = _parse(body)
-        if not event or payload is None:
-            return _answer(400, status="rejected", reason="not a GitHub delivery (no event "
-                           "header, or a body that is not a JSON object)")
-        return _accept(settings, "github", event, payload,
-                       request.headers.get("x-github-delivery"))
+async def _receive(settings: ServerSettings, forge: ForgePlugin,
+                   request: Request) -> JSONResponse:
+    body = await _body(request)
+    if body is None:
+        return _answer(413, status="rejected", reason="the body is too large")
+    if not forge.authenticate(request.headers, body, settings.secrets):
+        return _answer(401, status="rejected", reason=forge.rejection)
+    event = forge.event_name(request.headers)
+    payload = _parse(body)
+    if not event or payload is None:
+        return _answer(400, status="rejected", reason=f"not a {forge.title} delivery (no "
+                       "event header, or a body that is not a JSON object)")
+    return _accept(settings, forge, event, payload, forge.delivery_id(request.headers))
 
-    async def gitlab(request: Request) -> JSONResponse:
-        body = await _body(request)
-        if body is None:
-            return _answer(413, status="rejected", reason="the body is too large")
-        if not gitlab_token_ok(request.headers.get("x-gitlab-token"), settings.secrets):
-            return _answer(401, status="rejected", reason="missing or wrong token")
-        event = request.headers.get("x-gitlab-event")
-        payload = _parse(body)
-        if not event or payload is None:
-            return _answer(400, status="rejected", reason="not a GitLab delivery (no event "
-                           "header, or a body that is not a JSON object)")
-        delivery = request.headers.get("idempotency-key") or request.headers.get(
-            "x-gitlab-event-uuid")
-        return _accept(settings, "gitlab", event, payload, delivery)
+
+def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
+    async def webhook(request: Request) -> JSONResponse:
+        try:
+            forge = registry.plugin(request.path_params["forge"])
+        except registry.UnknownForgeError as exc:
+            return _answer(404, status="rejected", reason=str(exc))
+        return await _receive(settings, forge, request)
 
     async def healthz(request: Request) -> JSONResponse:
         return _answer(200, status="ok", jobs=settings.queue.counts())
@@ -182,8 +158,7 @@ def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
             if start_worker:
                 worker.join(timeout=5)
 
-    return Starlette(routes=[Route("/webhook/github", github, methods=["POST"]),
-                             Route("/webhook/gitlab", gitlab, methods=["POST"]),
+    return Starlette(routes=[Route("/webhook/{forge}", webhook, methods=["POST"]),
                              Route("/healthz", healthz, methods=["GET"])],
                      lifespan=lifespan)
 

@@ -2,55 +2,39 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from bot.agent.backends import get_backend
 from bot.errors import BackendUnavailableError, BadInputError
 from bot.spec import load_spec, write_reference
-from runners.base import Backend, VerifyResult
-from runners.triton import CandidateNotFoundError, TritonBackend, resolve_candidate
+from runners.base import VerifyResult
+from runners.sandbox import private_workdir
 
 
 def verify_candidate(ref: Path, impl: Path, *, backend: str = "triton",
                      timeout_s: float = 300.0, seed: int | None = None) -> VerifyResult:
-    """The harness's verdict; BadInputError when REF or IMPL cannot be used at all."""
+    """The harness's verdict; BadInputError when REF or IMPL cannot be used at all,
+    BackendUnavailableError when this machine cannot run the backend."""
     spec = load_spec(ref)
-    runner, candidate = _ascendc(impl) if backend == "ascendc" else _triton(impl)
-    with tempfile.TemporaryDirectory(prefix="opbot-verify-") as tmp:
+    agent = get_backend(backend)
+    runner = agent.runner()
+    availability = runner.availability()
+    if not availability.available:
+        raise BackendUnavailableError(
+            f"the {agent.name} backend cannot run here: {availability.reason} (see "
+            "`opbot doctor`)")
+    candidate = agent.resolve_candidate(impl)
+    with private_workdir("opbot-verify-") as tmp:
         reference = spec.reference_path
         if reference is None:
-            reference = Path(tmp) / "reference.py"
+            reference = tmp / "reference.py"
             write_reference(spec, reference)
-        request = spec.to_request(candidate.resolve(), backend=backend,
+        request = spec.to_request(candidate.resolve(), backend=agent.name,
                                   reference_file=reference.resolve(), timeout_s=timeout_s)
         result = runner.verify(replace(request, seed=seed))
     _raise_for_reference(ref, result)
     return result
-
-
-def _triton(impl: Path) -> tuple[Backend, Path]:
-    try:
-        return TritonBackend(), resolve_candidate(impl)
-    except CandidateNotFoundError as exc:
-        raise BadInputError(str(exc)) from None
-
-
-def _ascendc(impl: Path) -> tuple[Backend, Path]:
-    """An Ascend C package goes through CANN and the NPU; a clear refusal where they are
-    missing."""
-    from runners.ascendc.backend import AscendCBackend, resolve_package
-    from runners.ascendc.package import PackageError
-
-    backend = AscendCBackend()
-    availability = backend.availability()
-    if not availability.available:
-        raise BackendUnavailableError(
-            f"the ascendc backend cannot run here: {availability.reason} (see `opbot doctor`)")
-    try:
-        return backend, resolve_package(impl)
-    except PackageError as exc:
-        raise BadInputError(str(exc)) from None
 
 
 def _raise_for_reference(ref: Path, result: VerifyResult) -> None:

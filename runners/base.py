@@ -163,6 +163,10 @@ class Timing:
     reference_ms: float
     speedup: float
     note: str = ""
+    # From a device profiler, where the backend ran one (msprof on Ascend): the candidate's
+    # kernel alone on the device, per launch (median), and the pipe that bounds it.
+    kernel_us: float | None = None
+    bottleneck: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -258,6 +262,10 @@ class InputCase:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputCase:
+        return cls(**data)
+
 
 @dataclass(frozen=True)
 class CaseSpec:
@@ -270,6 +278,11 @@ class CaseSpec:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "seed": self.seed,
                 "inputs": [item.to_json() for item in self.inputs]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseSpec:
+        return cls(name=str(data["name"]), seed=int(data["seed"]),
+                   inputs=[InputCase.from_json(item) for item in data["inputs"]])
 
 
 @dataclass(frozen=True)
@@ -295,6 +308,14 @@ class VerifyRequest:
     static_scan: bool = True
     # More paths the candidate's worker must read (an Ascend C package's built library).
     readable: tuple[Path, ...] = ()
+    # What the backend's kernels look like to the judge. The runner backend that sends the
+    # request sets them; the defaults judge a plain request as strictly as a Triton one.
+    # A forward must launch a kernel the run-time guard counts (a Triton launch):
+    expects_kernel_launches: bool = True
+    # An opbot package's operators (torch.ops.opbot_*) are the candidate's kernel, not PyTorch:
+    package_ops: bool = False
+    # The kernels compile on their first launch, inside the build stage's time:
+    compiles_on_first_launch: bool = True
 
     def to_json(self) -> dict[str, Any]:
         # Absolute: the worker runs in a folder of its own.
@@ -308,7 +329,31 @@ class VerifyRequest:
             "derive_tail_cases": self.derive_tail_cases,
             "perf_case": self.perf_case.to_json() if self.perf_case else None,
             "time_it": self.time_it,
+            "expects_kernel_launches": self.expects_kernel_launches,
+            "package_ops": self.package_ops,
+            "compiles_on_first_launch": self.compiles_on_first_launch,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VerifyRequest:
+        """The request to_json wrote (what stays in the parent, such as the seed, does not
+        travel); a missing field takes its default."""
+        perf = data.get("perf_case")
+        init_args = data.get("init_args")
+        return cls(
+            reference=Path(data["reference"]), candidate=Path(data["candidate"]),
+            backend=data["backend"] if data.get("backend") in BACKENDS else "triton",
+            cases=[CaseSpec.from_json(item) for item in data.get("cases") or []],
+            init_args=list(init_args) if isinstance(init_args, list) else None,
+            tolerances={name: Tolerance(atol=float(tol["atol"]), rtol=float(tol["rtol"]))
+                        for name, tol in (data.get("tolerances") or {}).items()},
+            derive_tail_cases=bool(data.get("derive_tail_cases", True)),
+            perf_case=CaseSpec.from_json(perf) if isinstance(perf, dict) else None,
+            time_it=bool(data.get("time_it", False)),
+            expects_kernel_launches=bool(data.get("expects_kernel_launches", True)),
+            package_ops=bool(data.get("package_ops", False)),
+            compiles_on_first_launch=bool(data.get("compiles_on_first_launch", True)),
+        )
 
 
 @dataclass(frozen=True)

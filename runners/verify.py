@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import runners
-from runners.anticheat import Finding, check_source
+from runners.anticheat.findings import Finding
+from runners.anticheat.scan import check_source
 from runners.base import (
     DEFAULT_TOLERANCES,
     CaseResult,
@@ -181,7 +182,7 @@ class Judge:
                "init_seed": derive_seed(self.seed, "init")}
         job.pop("candidate")
         self._send(self.reference, {"kind": "job", "job": job})
-        self._send(self.candidate, {"kind": "load", "backend": self.request.backend,
+        self._send(self.candidate, {"kind": "load", "package_ops": self.request.package_ops,
                                     "candidate": str(self.request.candidate.resolve())})
 
     def prepare(self) -> Message:
@@ -219,8 +220,8 @@ class Judge:
         answer = self._answer(self.candidate, 1 << 20, "init")
         self.stages.append(StageResult("build", answer.kind == "ready",
                                        time.monotonic() - started,
-                                       note="Triton compiles on the first launch"
-                                       if self.request.backend == "triton" else ""))
+                                       note="the kernels compile on their first launch"
+                                       if self.request.compiles_on_first_launch else ""))
         if answer.kind != "ready":
             raise JudgeStop(self._candidate_failure(answer, "init"))
 
@@ -266,7 +267,7 @@ class Judge:
         if answer.kind != "outputs":
             return self._case_result(case, prepared, False), [
                 self._candidate_failure(answer, "run", case=name)]
-        failures = _guard_failures(name, answer.header, self.request.backend)
+        failures = _guard_failures(name, answer.header, self.request.expects_kernel_launches)
         errors: list[tuple[float, float]] = []
         failures += self._compare(case, prepared, answer, errors)
         worst_abs = max((item[0] for item in errors), default=None)
@@ -431,7 +432,8 @@ class Judge:
 # -- failures ------------------------------------------------------------------------------
 
 
-def _guard_failures(case: str, header: dict[str, Any], backend: str) -> list[Failure]:
+def _guard_failures(case: str, header: dict[str, Any],
+                    expects_kernel_launches: bool) -> list[Failure]:
     """What the candidate's own guard recorded (best effort: its process may lie)."""
     computed, launches, mutated = (header.get("computed"), header.get("launches"),
                                    header.get("mutated"))
@@ -448,7 +450,7 @@ def _guard_failures(case: str, header: dict[str, Any], backend: str) -> list[Fai
         failures.append(Failure(check="torch_op", case=case, message=f"the forward computed "
                                 f"with PyTorch ({listed}): the kernel must do the work",
                                 details={"ops": ops}))
-    if launches == 0 and backend == "triton":
+    if launches == 0 and expects_kernel_launches:
         failures.append(Failure(check="no_kernel", case=case,
                                 message="the forward launched no Triton kernel"))
     if mutated:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.ascendc.backend import StepOutcome
 from runners.ascendc.package import Step
+from runners.ascendc.steps import StepOutcome
 from runners.base import CaseResult, StageResult, VerifyRequest, VerifyResult
 from tests.support import DATA, REPO
 
@@ -58,12 +58,15 @@ def read(path: Path) -> str:
 
 class RecordingStepRunner:
     """Plays a runner: each step answers from a table; a successful build leaves the
-    package's library (`source`'s bytes, else a stub)."""
+    package's library (`source`'s bytes, else a stub), a successful profile step the files
+    of `profile_files` (path relative to the package folder -> text), as msprof would."""
 
     def __init__(self, outcomes: dict[str, tuple[int, str]] | None = None,
-                 source: Path | None = None) -> None:
+                 source: Path | None = None,
+                 profile_files: dict[str, str] | None = None) -> None:
         self.outcomes = outcomes or {}
         self.source = source
+        self.profile_files = profile_files or {}
         self.steps: list[Step] = []
 
     def __call__(self, step: Step, cwd: Path) -> StepOutcome:
@@ -74,6 +77,10 @@ class RecordingStepRunner:
             library = cwd / "build-npu" / f"lib{op}_ops.so"
             library.parent.mkdir(exist_ok=True)
             library.write_bytes(self.source.read_bytes() if self.source else b"\x7fELF")
+        if step.name == "profile" and code == 0:
+            for relative, text in self.profile_files.items():
+                (cwd / relative).parent.mkdir(parents=True, exist_ok=True)
+                (cwd / relative).write_text(text, encoding="utf-8")
         return StepOutcome(step.name, code, 0.5, output, timed_out=code == 124)
 
 

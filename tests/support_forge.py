@@ -2,7 +2,7 @@
 
 The `server`, `fake` and `world` fixtures in tests/conftest.py are built from `fake_server`
 and `fake_forge` below; `ForgeKind` holds what differs between GitHub and GitLab for the
-shared contract tests (tests/test_forge_contract.py) and the forge-specific ones.
+shared contract tests (tests/forge/test_contract.py) and the forge-specific ones.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import gitlab
 from github import Auth, Github
 
 from bot.forge.base import ForgeName
-from bot.forge.github import GitHubForge
-from bot.forge.gitlab import GitLabForge
+from bot.forge.github.client import GitHubForge
+from bot.forge.gitlab.client import GitLabForge
 from tests.fakeforge import FakeForge, FakeServer, require_spec
 from tests.fakeforge.scenario import REPO, World
 

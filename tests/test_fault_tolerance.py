@@ -7,10 +7,11 @@ import pytest
 
 from bot.events import plan_event
 from bot.forge.base import ForgeError, NotFoundError, Target
-from bot.forge.github import GitHubForge
-from bot.forge.gitlab import GitLabForge
+from bot.forge.github.client import GitHubForge
+from bot.forge.gitlab.client import GitLabForge
 from bot.forge.retrying import RetryingForge
-from bot.jobs import JobSettings, repository_policy, run_plan
+from bot.job_settings import JobSettings
+from bot.jobs import repository_policy, run_plan
 from tests.fakeforge import FakeForge
 from tests.support_forge import github_client, gitlab_client
 

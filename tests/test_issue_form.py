@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.agent.backends import backend_names
 from bot.issue_form import (
     LABEL_NAME,
     LABEL_NOTES,
@@ -14,10 +15,10 @@ from bot.issue_form import (
     LABEL_SHAPES,
     LABEL_TARGETS,
     FormError,
-    clean_text,
     op_name_from_body,
     validate_issue,
 )
+from bot.text import clean_text
 from tests.support import REPO
 
 TEMPLATE = REPO / ".github" / "ISSUE_TEMPLATE" / "op-request.yml"
@@ -51,6 +52,29 @@ def test_the_template_uses_the_labels_the_parser_reads() -> None:
               if field["type"] != "markdown"]
     assert labels == [LABEL_NAME, LABEL_REFERENCE, LABEL_TARGETS, LABEL_SHAPES, LABEL_NOTES]
     assert form["labels"] == ["op-request"]
+
+
+def test_the_target_checkboxes_are_the_backend_registry() -> None:
+    form = yaml.safe_load(TEMPLATE.read_text(encoding="utf-8"))
+    targets = next(field for field in form["body"]
+                   if field.get("attributes", {}).get("label") == LABEL_TARGETS)
+    assert [option["label"] for option in targets["attributes"]["options"]] == \
+        list(backend_names())
+
+
+def test_both_targets_checked_ask_for_both_backends() -> None:
+    body = _render({LABEL_NAME: "ReLU", LABEL_REFERENCE: REFERENCE,
+                    LABEL_TARGETS: ",".join(backend_names())})
+    assert validate_issue(body).targets == backend_names()
+
+
+def test_an_unknown_target_is_refused_with_the_known_ones() -> None:
+    body = _render({LABEL_NAME: "ReLU", LABEL_REFERENCE: REFERENCE}).replace(
+        "- [ ] triton", "- [X] triton\n- [X] cuda-ptx")
+    with pytest.raises(FormError) as raised:
+        validate_issue(body)
+    assert "cuda-ptx" in str(raised.value)
+    assert all(name in str(raised.value) for name in backend_names())
 
 
 def test_a_rendered_form_becomes_a_spec() -> None:

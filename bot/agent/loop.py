@@ -1,147 +1,55 @@
-"""`opbot generate`: draft -> verify -> feedback -> draft ..., within a budget; then publish.
+"""`opbot generate`: draft -> precheck -> verify -> feedback -> draft ..., within a budget;
+then tune on a device, and publish. One loop for every backend.
 
-The drafter is the offline generator (one deterministic attempt) or an LLM conversation.
-Every candidate goes through the same harness `opbot verify` uses: nothing is called
-passed that the harness did not pass. The loop stops at the first verified candidate;
-a tuning phase may follow on a real device (CPU-interpreter timings mean nothing).
+The loop knows no backend by name: the registry (bot/agent/backends/) gives it a workbench
+that writes prompts, reads replies, runs the static checks, puts candidates through the
+runner's judge and writes the package. Nothing is called passed that the judge did not
+pass. Several backends at once share one package folder and one PERF.md comparing them.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
 
-from bot.agent.drafters import (
-    Drafter,
+from bot.agent.backends import get_backend
+from bot.agent.backends.base import (
+    BenchContext,
+    Candidate,
     DraftUnsupported,
-    LLMDrafter,
     NoMoreDrafts,
-    OfflineDrafter,
-    TokenCount,
-    offline_draft,
+    Workbench,
 )
-from bot.agent.feedback import timing_feedback, verification_feedback
-from bot.agent.llm import ChatClient, LLMError
+from bot.agent.conversation import Conversation
+from bot.agent.drafters import Drafter, LLMDrafter, OfflineDrafter
+from bot.agent.llm import LLMError
+from bot.agent.outcome import (
+    Budget,
+    GenerateOutcome,
+    GenerateStatus,
+    LLMChoice,
+    Progress,
+    TuningRow,
+    budget_spent,
+)
+from bot.agent.package import PERF_FILE, write_spec_files
 from bot.agent.reply import ReplyError
+from bot.agent.report import PerfSection, perf_markdown, recommended
 from bot.agent.transcript import TRANSCRIPT_NAME, Redactor, Transcript, keep_beside
 from bot.errors import BadInputError
-from bot.agent.backends.triton.package import write_package
-from bot.report import perf_markdown
 from bot.spec import InputSpec, OpSpec, write_reference
+from runners.base import Backend as Runner
 from runners.base import VerifyResult
-from runners.triton import TritonBackend
+from runners.sandbox import private_workdir
 
-if TYPE_CHECKING:
-    from runners.ascendc.backend import AscendCBackend
-
-GenerateStatus = Literal["passed", "failed", "unsupported"]
-Progress = Callable[[str], None]
-
-LLM_HINT = ("configure an LLM endpoint to generate it: `opbot generate REF --llm openai "
-            "--llm-base-url URL --llm-model NAME` with the key in OPBOT_LLM_API_KEY (any "
-            "OpenAI-compatible server: OpenAI, DeepSeek, Qwen, vLLM, Ollama)")
 TUNING_SKIPPED = "tuning skipped: CPU-interpreter timings say nothing about device speed"
 
 
-@dataclass(frozen=True)
-class Budget:
-    attempts: int = 6
-    tokens: int = 200_000
-    seconds: float = 1800.0
-    tuning_attempts: int = 2
-
-
-def budget_spent(budget: Budget, *, drafts: int, tokens: TokenCount, started: float) -> str:
-    """Which part of the budget is spent ("" while some of each is left)."""
-    if drafts >= budget.attempts:
-        return f"attempts ({budget.attempts})"
-    if tokens.total >= budget.tokens:
-        return f"tokens ({tokens.total} of {budget.tokens})"
-    if time.monotonic() - started >= budget.seconds:
-        return f"wall-clock time ({budget.seconds:g} s)"
-    return ""
-
-
-@dataclass(frozen=True)
-class LLMChoice:
-    """How to reach the model, when one drafts: a client, its model name, the key to hide."""
-
-    client: ChatClient
-    model: str
-    api_key: str | None = None
-    hint: str | None = None
-    starting_draft: str | None = None  # e.g. the kernel a review is about
-
-
-@dataclass
-class GenerateOutcome:
-    op: str
-    status: GenerateStatus
-    attempts: int
-    backend: str
-    out: Path | None
-    verification: VerifyResult | None = None
-    unsupported_ops: list[str] = field(default_factory=list)
-    message: str = ""
-    stopped_because: str = ""
-    tokens: TokenCount = field(default_factory=TokenCount)
-    notes: list[str] = field(default_factory=list)
-    transcript: Path | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        result = self.verification
-        timing = result.timing if result else None
-        return {
-            "op": self.op,
-            "status": self.status,
-            "attempts": self.attempts,
-            "backend": self.backend,
-            "out": str(self.out) if self.out else None,
-            "cases": [case.to_json() for case in result.cases] if result else [],
-            "perf": timing.to_json() if timing else None,
-            "reasons": [reason.to_json() for reason in result.reasons] if result else [],
-            "tokens": self.tokens.to_json(),
-            "stopped_because": self.stopped_because,
-            "unsupported_ops": self.unsupported_ops,
-            "message": self.message,
-            "notes": self.notes,
-            "device": result.device if result else None,
-            "warnings": result.warnings if result else [],
-            "transcript": str(self.transcript) if self.transcript else None,
-        }
-
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> GenerateOutcome:
-        """An outcome read back from `opbot generate --json` (the generation step's answer)."""
-        verification = None
-        if data.get("cases") or data.get("reasons") or data.get("perf"):
-            verification = VerifyResult.from_json({
-                "status": "passed" if data["status"] == "passed" else "failed",
-                "reasons": data.get("reasons", []), "cases": data.get("cases", []),
-                "device": data.get("device") or "unknown",
-                "warnings": data.get("warnings", []), "timing": data.get("perf")})
-        tokens = data.get("tokens") or {}
-        return cls(op=str(data["op"]), status=data["status"], attempts=int(data["attempts"]),
-                   backend=str(data["backend"]),
-                   out=Path(data["out"]) if data.get("out") else None,
-                   verification=verification,
-                   unsupported_ops=list(data.get("unsupported_ops", [])),
-                   message=str(data.get("message", "")),
-                   stopped_because=str(data.get("stopped_because", "")),
-                   tokens=TokenCount(prompt=int(tokens.get("prompt", 0)),
-                                     completion=int(tokens.get("completion", 0))),
-                   notes=list(data.get("notes", [])),
-                   transcript=Path(data["transcript"]) if data.get("transcript") else None)
-
-
-def _inferred_spec(spec: OpSpec, result: VerifyResult) -> OpSpec:
+def _inferred_spec(spec: OpSpec, result: VerifyResult | None) -> OpSpec:
     """A KernelBench reference's spec, completed with the inputs the harness observed."""
-    inferred = result.inferred or {}
+    inferred = (result.inferred if result else None) or {}
     items = inferred.get("inputs")
     if spec.inputs is not None or not items:
         return spec
@@ -160,61 +68,101 @@ def _inferred_spec(spec: OpSpec, result: VerifyResult) -> OpSpec:
 
 
 @dataclass
-class _Attempt:
+class Attempt:
     number: int
-    source: str
+    candidate: Candidate
     result: VerifyResult
 
 
+def _faster(result: VerifyResult, than: VerifyResult) -> bool:
+    return (result.passed and result.timing is not None and than.timing is not None
+            and result.timing.candidate_ms < than.timing.candidate_ms)
+
+
 @dataclass
-class _Loop:
+class Loop:
     spec: OpSpec
-    reference: Path
-    workdir: Path
+    bench: Workbench
     drafter: Drafter
     budget: Budget
     transcript: Transcript
     progress: Progress
-    timeout_s: float
+    workdir: Path
     started: float = field(default_factory=time.monotonic)
-    attempts: list[_Attempt] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    latest: Candidate | None = None  # the newest draft, verified or not
     stopped_because: str = ""
     notes: list[str] = field(default_factory=list)
     last_error: str = ""
     drafts: int = 0  # candidates asked for, including replies that held none
+    tuning: list[TuningRow] = field(default_factory=list)
 
-    def verify(self, source: str) -> VerifyResult:
-        number = self.drafts
-        candidate = self.workdir / f"attempt-{number}" / "triton" / f"{self.spec.name}.py"
-        candidate.parent.mkdir(parents=True)
-        candidate.write_text(source, encoding="utf-8")
-        self.transcript.record("candidate", attempt=number, source=source)
-        self.progress(f"attempt {number}: verifying the candidate")
-        result = TritonBackend().verify(self.spec.to_request(
-            candidate, reference_file=self.reference, time_it=True, timeout_s=self.timeout_s))
-        if any(reason.check == "reference" for reason in result.reasons):
-            raise BadInputError(f"{self.spec.spec_path}: {result.reasons[0].message}")
-        self.transcript.record("verdict", attempt=number, status=result.status,
-                               result=result.to_json())
-        self.attempts.append(_Attempt(number, source, result))
-        return result
+    def _reject(self, feedback: str) -> str:
+        self.last_error = feedback
+        self.transcript.record("feedback", attempt=self.drafts, text=feedback)
+        return feedback
 
     def out_of_budget(self) -> str:
         return budget_spent(self.budget, drafts=self.drafts, tokens=self.drafter.tokens,
                             started=self.started)
 
-    def draft(self, feedback: str | None) -> str | None:
+    def draft(self, feedback: str | None) -> Candidate | None:
         """The next candidate; None when the reply held none (the feedback says why)."""
         self.drafts += 1
         self.progress(f"drafting attempt {self.drafts} with {self.drafter.name}")
         try:
-            return self.drafter.first() if feedback is None else self.drafter.revise(feedback)
+            candidate = self.drafter.first() if feedback is None else \
+                self.drafter.revise(feedback)
         except ReplyError as exc:
-            self.last_error = str(exc)
-            self.transcript.record("feedback", attempt=self.drafts, text=str(exc))
+            self._reject(str(exc))
             return None
+        self._drafted(candidate)
+        return candidate
 
-    def run(self) -> _Attempt | None:
+    def _drafted(self, candidate: Candidate) -> None:
+        self.latest = candidate
+        self.transcript.record("candidate", attempt=self.drafts, files=candidate.written)
+
+    def precheck(self, candidate: Candidate) -> str | None:
+        """Feedback when the no-device checks reject the candidate."""
+        verdict = self.bench.precheck(candidate)
+        if verdict.record:
+            self.transcript.record("precheck", attempt=self.drafts, **verdict.record)
+        return None if verdict.ok else self._reject(verdict.feedback)
+
+    def verify(self, candidate: Candidate, variant: str | None = None) -> VerifyResult:
+        number = self.drafts
+        self.progress(f"attempt {number}: verifying the candidate")
+        folder = self.workdir / f"attempt-{number}-{len(self.attempts)}"
+        result = self.bench.verify(candidate, folder, time_it=True)
+        failure = next((reason for reason in result.reasons if reason.check == "reference"),
+                       None)
+        if failure is not None:
+            raise BadInputError(f"{self.spec.spec_path or self.spec.name}: {failure.message}")
+        extra = {"variant": variant} if variant else {}
+        self.transcript.record("verdict", attempt=number, status=result.status,
+                               result=result.to_json(), **extra)
+        self.attempts.append(Attempt(number, candidate, result))
+        return result
+
+    def step(self, feedback: str | None) -> tuple[str | None, bool]:
+        """One draft through the checks: (feedback for the next one, whether to stop)."""
+        candidate = self.draft(feedback)
+        if candidate is None:
+            return self.last_error, False
+        problems = self.precheck(candidate)
+        if problems is not None:
+            return problems, False
+        if self.bench.unverifiable() is not None:
+            self.stopped_because = "unverified"
+            return None, True
+        result = self.verify(candidate)
+        if result.passed:
+            self.stopped_because = "passed"
+            return None, True
+        return self._reject(self.bench.feedback(result, candidate)), False
+
+    def run(self) -> Attempt | None:
         """Draft and verify until a candidate passes or the budget is spent."""
         feedback: str | None = None
         while True:
@@ -224,7 +172,7 @@ class _Loop:
                 self.notes.append(f"budget spent: {exhausted}")
                 return None
             try:
-                source = self.draft(feedback)
+                feedback, stop = self.step(feedback)
             except NoMoreDrafts as exc:
                 self.stopped_because = "no_more_drafts"
                 self.notes.append(str(exc))
@@ -233,139 +181,221 @@ class _Loop:
                 self.stopped_because = "llm_error"
                 self.notes.append(str(exc))
                 return None
-            if source is None:
-                feedback = self.last_error
-                continue
-            result = self.verify(source)
-            if result.passed:
-                self.stopped_because = "passed"
-                return self.attempts[-1]
-            feedback = verification_feedback(result)
-            self.last_error = feedback
-            self.transcript.record("feedback", attempt=self.drafts, text=feedback)
+            if stop:
+                return self.attempts[-1] if self.stopped_because == "passed" else None
 
-    def tune(self, best: _Attempt) -> _Attempt:
-        """Ask for faster versions, keeping the fastest verified one."""
+    def tune(self, best: Attempt) -> Attempt:
+        """Time the backend's tuning space, then ask the drafter for faster versions,
+        keeping the fastest verified one. Interpreter timings tune nothing."""
         if best.result.device.startswith("cpu"):
             self.notes.append(TUNING_SKIPPED)
             return best
+        return self._tune_with_drafter(self._tune_variants(best))
+
+    def _tune_variants(self, best: Attempt) -> Attempt:
+        variants = self.bench.tuning_variants(best.candidate)[:self.budget.tuning_attempts]
+        if not variants:
+            return best
+        start = best
+        rows = []
+        for variant in variants:
+            if self.out_of_budget().startswith("wall-clock"):
+                break
+            self.progress(f"tuning: timing {variant.label}")
+            self.transcript.record("tuning", attempt=self.drafts, label=variant.label,
+                                   files=variant.candidate.written)
+            problems = self.precheck(variant.candidate)
+            result = None if problems else self.verify(variant.candidate, variant.label)
+            rows.append((variant.label, variant.estimate, result))
+            if result is not None and _faster(result, best.result):
+                best = self.attempts[-1]
+        self.tuning = [TuningRow(label="as drafted", status=start.result.status,
+                                 candidate_ms=_milliseconds(start.result),
+                                 kept=best is start)]
+        self.tuning += [TuningRow(label=label, estimate=estimate,
+                                  status=result.status if result else "rejected statically",
+                                  candidate_ms=_milliseconds(result),
+                                  kept=result is best.result)
+                        for label, estimate, result in rows]
+        self.latest = best.candidate
+        return best
+
+    def _tune_with_drafter(self, best: Attempt) -> Attempt:
         for _ in range(self.budget.tuning_attempts):
             if self.out_of_budget() or best.result.timing is None:
                 break
             self.drafts += 1
             try:
-                source = self.drafter.tune(timing_feedback(best.result.timing))
+                candidate = self.drafter.tune(self.bench.timing_feedback(best.result))
             except (NoMoreDrafts, ReplyError, LLMError) as exc:
                 self.notes.append(f"tuning stopped: {exc}")
                 break
-            result = self.verify(source)
-            timing = result.timing
-            if result.passed and timing is not None and best.result.timing is not None and (
-                    timing.candidate_ms < best.result.timing.candidate_ms):
+            self._drafted(candidate)
+            if self.precheck(candidate) is not None:
+                continue
+            result = self.verify(candidate)
+            if _faster(result, best.result):
                 best = self.attempts[-1]
+        self.latest = best.candidate
         return best
 
 
-def _publish(loop: _Loop, chosen: _Attempt, out: Path, backend: str) -> OpSpec:
-    full_spec = _inferred_spec(loop.spec, chosen.result)
-    loop.progress(f"writing the operator package to {out}")
-    report = perf_markdown(loop.spec.name, backend, chosen.result, attempts=loop.drafts,
-                           generator=loop.drafter.name)
-    write_package(out, full_spec, chosen.source, report)
-    return full_spec
+def _milliseconds(result: VerifyResult | None) -> float | None:
+    return result.timing.candidate_ms if result is not None and result.timing else None
 
 
-def _drafter(spec: OpSpec, reference: Path, llm: LLMChoice | None,
-             transcript: Transcript, progress: Progress) -> Drafter:
+@dataclass
+class _Generation:
+    """One backend's run, kept until PERF.md (which may compare several) is written."""
+
+    outcome: GenerateOutcome
+    section: PerfSection | None
+
+
+def _drafter(bench: Workbench, llm: LLMChoice | None, transcript: Transcript) -> Drafter:
     if llm is None:
-        return OfflineDrafter(spec, reference)
-    starting = llm.starting_draft
-    if starting is None:
-        progress("preparing a starting draft with the offline generator")
-        try:
-            starting = offline_draft(spec, reference)
-        except DraftUnsupported:
-            starting = None  # the prompt then carries a worked example of the same category
-    return LLMDrafter(spec=spec, client=llm.client, transcript=transcript, model=llm.model,
-                      starting_draft=starting, hint=llm.hint)
+        return OfflineDrafter(bench)
+    return LLMDrafter(bench=bench, conversation=Conversation(llm.client, transcript),
+                      model=llm.model, hint=llm.hint)
 
 
-def generate(spec: OpSpec, *, backend: str, out: Path, progress: Progress,
-             llm: LLMChoice | None = None, budget: Budget | None = None,
-             timeout_s: float = 600.0,
-             ascend_backend: AscendCBackend | None = None) -> GenerateOutcome:
-    """`ascend_backend` replaces the runner's Ascend C backend (tests inject a fake one)."""
-    budget = budget or Budget()
-    if backend == "ascendc":
-        return _generate_ascendc(spec, out=out, progress=progress, llm=llm, budget=budget,
-                                 timeout_s=timeout_s, ascend_backend=ascend_backend)
-    redactor = Redactor.from_environment(extra=[llm.api_key if llm else None])
-    with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
-        workdir = Path(tmp)
-        transcript = Transcript(workdir / TRANSCRIPT_NAME, redactor)
-        try:
-            reference = spec.reference_path or workdir / "reference.py"
-            if spec.reference_path is None:
-                write_reference(spec, reference)
-            transcript.record("start", op=spec.name, backend=backend,
-                              spec_yaml=spec.to_yaml("reference.py"),
-                              reference_source=spec.reference_source,
-                              drafter="offline" if llm is None else "llm",
-                              model=llm.model if llm else None, budget=budget.__dict__)
-            outcome = _run(spec, reference=reference, workdir=workdir, out=out,
-                           backend=backend, llm=llm, budget=budget, transcript=transcript,
-                           progress=progress, timeout_s=timeout_s)
-        finally:
-            transcript.close()
-        outcome.transcript = keep_beside(transcript, outcome.out)
-        return outcome
+def _unsupported(spec: OpSpec, backend: str, attempts: int, message: str,
+                 ops: list[str]) -> GenerateOutcome:
+    return GenerateOutcome(op=spec.name, status="unsupported", attempts=attempts,
+                           backend=backend, out=None, unsupported_ops=ops, message=message,
+                           stopped_because="unsupported")
 
 
-def _generate_ascendc(spec: OpSpec, *, out: Path, progress: Progress, llm: LLMChoice | None,
-                      budget: Budget, timeout_s: float,
-                      ascend_backend: AscendCBackend | None) -> GenerateOutcome:
-    from bot.agent.ascendc_flow import generate_ascendc
+def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
+            title: str) -> _Generation:
+    """Write the chosen candidate (the best, else the newest draft) and say what happened."""
+    if best is not None:
+        best = loop.tune(best)
+    chosen = best.candidate if best else loop.latest
+    result = best.result if best else (loop.attempts[-1].result if loop.attempts else None)
+    section = None
+    if chosen is not None:
+        loop.progress(f"writing the {title} package to {out}")
+        write_spec_files(out, _inferred_spec(loop.spec, result))
+        loop.bench.write_package(out, chosen)
+        section = PerfSection(backend=backend, title=title, generator=loop.drafter.name,
+                              attempts=loop.drafts, result=result,
+                              notes=loop.bench.perf_notes(result), tuning=loop.tuning)
+    status: GenerateStatus = "passed" if best is not None else "failed"
+    if loop.stopped_because == "unverified":
+        message = loop.bench.unverified_message(out)
+    elif best is not None:
+        message = ""
+    else:
+        message = f"no candidate passed; last error:\n{loop.last_error}"
+    loop.transcript.record("end", status=status, stopped_because=loop.stopped_because,
+                           attempts=loop.drafts, tokens=loop.drafter.tokens.to_json())
+    return _Generation(GenerateOutcome(
+        op=loop.spec.name, status=status, attempts=loop.drafts, backend=backend,
+        out=out if chosen is not None else None, verification=result, message=message,
+        stopped_because=loop.stopped_because, tokens=loop.drafter.tokens, notes=loop.notes,
+        tuning=loop.tuning), section)
 
-    if llm is not None:
-        from bot.agent.ascendc_loop import generate_ascendc_llm
 
-        return generate_ascendc_llm(spec, out=out, llm=llm, budget=budget, progress=progress,
-                                    timeout_s=timeout_s, backend=ascend_backend)
-    with tempfile.TemporaryDirectory(prefix="opbot-") as tmp:
-        result = generate_ascendc(spec, out=out, workdir=Path(tmp), progress=progress,
-                                  backend=ascend_backend, timeout_s=timeout_s)
-    return GenerateOutcome(op=spec.name, status=result.status, attempts=1, backend="ascendc",
-                           out=result.out, verification=result.verification,
-                           unsupported_ops=result.unsupported_ops, message=result.message,
-                           stopped_because=result.stopped_because)
+@dataclass(frozen=True)
+class _Request:
+    spec: OpSpec
+    backend: str
+    out: Path
+    progress: Progress
+    llm: LLMChoice | None
+    budget: Budget
+    timeout_s: float
+    runner: Runner | None
+    several: bool
 
 
-def _run(spec: OpSpec, *, reference: Path, workdir: Path, out: Path, backend: str,
-         llm: LLMChoice | None, budget: Budget, transcript: Transcript, progress: Progress,
-         timeout_s: float) -> GenerateOutcome:
-    drafter = _drafter(spec, reference, llm, transcript, progress)
-    loop = _Loop(spec=spec, reference=reference, workdir=workdir, drafter=drafter,
-                 budget=budget, transcript=transcript, progress=progress, timeout_s=timeout_s)
+def _run(request: _Request, workdir: Path, transcript: Transcript) -> _Generation:
+    spec, agent = request.spec, get_backend(request.backend)
+    reference = spec.reference_path or workdir / "reference.py"
+    if spec.reference_path is None:
+        write_reference(spec, reference)
+    llm = request.llm
+    context = BenchContext(spec=spec, reference=reference, workdir=workdir,
+                           progress=request.progress, timeout_s=request.timeout_s,
+                           drafting="offline" if llm is None else "llm",
+                           starting_draft=llm.starting_draft if llm else None,
+                           runner=request.runner)
+    start = {"op": spec.name, "backend": agent.name, "spec_yaml": spec.to_yaml("reference.py"),
+             "reference_source": spec.reference_source,
+             "drafter": "offline" if llm is None else "llm",
+             "model": llm.model if llm else None, "budget": request.budget.__dict__}
+    try:
+        bench = agent.open(context)
+    except DraftUnsupported as exc:
+        transcript.record("start", **start)
+        transcript.record("end", status="unsupported", stopped_because="unsupported")
+        return _Generation(_unsupported(spec, agent.name, 0, str(exc), exc.ops), None)
+    transcript.record("start", **start, **bench.start_record())
+    loop = Loop(spec=spec, bench=bench, drafter=_drafter(bench, llm, transcript),
+                budget=request.budget, transcript=transcript, progress=request.progress,
+                workdir=workdir)
     try:
         best = loop.run()
     except DraftUnsupported as exc:
         transcript.record("end", status="unsupported", stopped_because="unsupported")
-        return GenerateOutcome(
-            op=spec.name, status="unsupported", attempts=1, backend=backend, out=None,
-            unsupported_ops=exc.ops,
-            message=f"the offline generator cannot lower this reference ({exc}; ops: "
-            f"{', '.join(exc.ops) or '-'}); {LLM_HINT}", stopped_because="unsupported")
-    if best is not None:
-        best = loop.tune(best)
-    chosen = best or (loop.attempts[-1] if loop.attempts else None)
-    if chosen is not None:
-        _publish(loop, chosen, out, backend)
-    status: GenerateStatus = "passed" if best is not None else "failed"
-    message = "" if best is not None else f"no candidate passed; last error:\n{loop.last_error}"
-    transcript.record("end", status=status, stopped_because=loop.stopped_because,
-                      attempts=loop.drafts, tokens=drafter.tokens.to_json())
+        return _Generation(_unsupported(spec, agent.name, loop.drafts,
+                                        bench.unsupported_message(exc), exc.ops), None)
+    return _finish(loop, best, request.out, agent.name, agent.title)
+
+
+def _generate_one(request: _Request) -> _Generation:
+    redactor = Redactor.from_environment(extra=[request.llm.api_key if request.llm else None])
+    with private_workdir("opbot-") as workdir:
+        transcript = Transcript(workdir / TRANSCRIPT_NAME, redactor)
+        try:
+            generation = _run(request, workdir, transcript)
+        finally:
+            transcript.close()
+        # Several backends share the folder: each keeps its transcript under its name.
+        generation.outcome.transcript = keep_beside(
+            transcript, generation.outcome.out,
+            name=f"transcript-{request.backend}.jsonl" if request.several else None)
+    return generation
+
+
+def _combined(spec: OpSpec, out: Path, generations: list[_Generation]) -> GenerateOutcome:
+    """Several backends' outcomes in one: passed when any passed; the recommended one's
+    verdict on top, every backend's under `backends`."""
+    outcomes = [item.outcome for item in generations]
+    sections = [item.section for item in generations if item.section is not None]
+    best = recommended(sections)
+    top = next((item for item in outcomes if item.backend == best), None) or next(
+        (item for item in outcomes if item.status == "passed"), outcomes[0])
+    status: GenerateStatus = "passed" if any(item.status == "passed" for item in outcomes) \
+        else ("unsupported" if all(item.status == "unsupported" for item in outcomes)
+              else "failed")
     return GenerateOutcome(
-        op=spec.name, status=status, attempts=loop.drafts, backend=backend,
-        out=out if chosen is not None else None,
-        verification=chosen.result if chosen else None, message=message,
-        stopped_because=loop.stopped_because, tokens=drafter.tokens, notes=loop.notes)
+        op=spec.name, status=status, attempts=sum(item.attempts for item in outcomes),
+        backend=",".join(item.backend for item in outcomes),
+        out=out if any(item.out for item in outcomes) else None,
+        verification=top.verification, message="\n\n".join(
+            f"{item.backend}: {item.message}" for item in outcomes if item.message),
+        stopped_because=top.stopped_because,
+        notes=[f"{item.backend}: {note}" for item in outcomes for note in item.notes],
+        backends=outcomes, recommended=best, transcript=top.transcript)
+
+
+def generate(spec: OpSpec, *, backend: str | list[str], out: Path, progress: Progress,
+             llm: LLMChoice | None = None, budget: Budget | None = None,
+             timeout_s: float = 600.0,
+             runners: Mapping[str, Runner] | None = None) -> GenerateOutcome:
+    """Generate for one backend or several side by side, into one package folder.
+    `runners` replace backends' own runners, by backend name (tests inject recording ones)."""
+    names = [backend] if isinstance(backend, str) else list(backend)
+    # The package's op.yaml records the backends it holds: later iterations use them.
+    spec = replace(spec, targets=tuple(names))
+    generations = [_generate_one(_Request(
+        spec, name, out, progress, llm, budget or Budget(), timeout_s,
+        (runners or {}).get(name), several=len(names) > 1)) for name in names]
+    sections = [item.section for item in generations if item.section is not None]
+    if sections:
+        (out / PERF_FILE).write_text(perf_markdown(spec.name, sections), encoding="utf-8")
+    if len(generations) == 1:
+        return generations[0].outcome
+    return _combined(spec, out, generations)

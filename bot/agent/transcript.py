@@ -90,11 +90,12 @@ def read_transcript(path: Path) -> Iterator[dict[str, Any]]:
 TRANSCRIPT_NAME = "transcript.jsonl"
 
 
-def keep_beside(transcript: Transcript, out: Path | None) -> Path | None:
+def keep_beside(transcript: Transcript, out: Path | None,
+                name: str | None = None) -> Path | None:
     """A copy of the transcript beside the package it produced, where `opbot replay` and a
     reviewer look for it (None when no package was written)."""
     if out is None:
         return None
-    kept = out / TRANSCRIPT_NAME
+    kept = out / (name or TRANSCRIPT_NAME)
     shutil.copyfile(transcript.path, kept)
     return kept

@@ -1,8 +1,9 @@
-"""One Forge interface for GitHub and GitLab; shared types; typed errors.
+"""One Forge interface for every forge; shared types; typed errors.
 
 Each forge converts its wire format into these types at its boundary (GitLab's merge
-request `iid` is a `number`, "merge request" wording stays inside gitlab.py), and turns its
-client's exceptions into the errors below, so nothing above matches on forge error text.
+request `iid` is a `number`, "merge request" wording stays inside bot/forge/gitlab/), and
+turns its client's exceptions into the errors below, so nothing above matches on forge
+error text.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-ForgeName = Literal["github", "gitlab"]
+# A key of bot/forge/registry.py: a plain string, so a new forge needs no edit here.
+ForgeName = str
 TargetKind = Literal["issue", "pull"]
 Permission = Literal["none", "read", "triage", "write", "maintain", "admin"]
 PERMISSION_ORDER: tuple[Permission, ...] = ("none", "read", "triage", "write", "maintain",
@@ -150,7 +152,7 @@ class Forge(Protocol):
     """Everything opbot does on a forge, for one repository."""
 
     name: ForgeName
-    repo: str  # "owner/name" (GitHub) or "group/project" path (GitLab)
+    repo: str  # as the forge names it: "owner/name" (GitHub), "group/project" (GitLab)
 
     # -- issues, comments, reactions, labels --------------------------------------------
     def get_issue(self, number: int) -> Issue: ...

@@ -3,96 +3,69 @@
 A candidate is an operator package (`ops/<name>/` holding `ascendc/opbot.json`, as
 runners/ascendc/package.py writes it). verify() runs the build steps of the package's
 BuildPlan for "npu" (configure, build) in subprocesses with timeouts; a failed step becomes
-a Failure naming the check ("build", "timeout") with the compiler's first error located in
-the source. A built package is then verified like any candidate, in the same topology as
-every backend: runners/ascendc/shim.py writes a small candidate next to the library whose
-forward calls `torch.ops.<namespace>.<op>`, and the judge (runners.verify.run_harness) runs
-the reference and that candidate in separate sandboxed workers, compares the outputs and,
-when asked, times both with the device's events. The package's own `pytest -m npu` test and
-benchmark stay in the package for its users; the verdict never comes from them.
+a Failure naming the check ("build", "timeout", or "run" for the device's own error) with
+the compiler's first error located in the source (runners/ascendc/steps.py). A built
+package is then verified like any candidate, in the same topology as every backend:
+runners/ascendc/shim.py writes a small candidate next to the library whose forward calls
+`torch.ops.<namespace>.<op>`, and the judge (runners.verify.run_harness) runs the reference
+and that candidate in separate sandboxed workers, compares the outputs and, when asked,
+times both with the device's events. The judge's failures that hold the device's account
+of a run-time error carry its meaning, hint and call site (runners/ascendc/runtime_errors.py).
 
-CANN detection (runners/ascendc/detect.py) and the log parsers (runners/ascendc/parsers.py)
-are imported lazily: where they, CANN or torch_npu are missing, availability() says why
-and verify() returns a failed result with check "build". It never raises.
+With `time_it`, a passing package's own benchmark then runs under the profiler (the
+"profile" step of its BuildPlan), in the sandbox the judge's workers run in: the kernel's
+device time and bottleneck join the verdict's Timing (runners/ascendc/profiling.py), and a
+device error in it fails the verdict, as it would on a user's machine. The package's own
+`pytest -m npu` test stays in the package for its users; a verdict never passes on the
+package's own word.
+
+Where CANN or torch_npu is missing, availability() says why and verify() returns a failed
+result with check "build". It never raises.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import re
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from runners.ascendc.detect import CannInfo, detect_cann, detect_soc
 from runners.ascendc.lint import feedback, lint_package
 from runners.ascendc.package import (
     MANIFEST,
     BuildContext,
     BuildPlan,
     Manifest,
+    Mode,
     PackageError,
-    Step,
     build_plan,
     read_manifest,
 )
+from runners.ascendc.profiling import (
+    bench_timing,
+    missing_profile_note,
+    profiled_timing,
+    profiler_runs,
+    read_kernel_profile,
+)
+from runners.ascendc.runtime_errors import describe, runtime_cause, with_runtime_cause
 from runners.ascendc.shim import write_shim
+from runners.ascendc.steps import CommandRunner, StepOutcome, run_step, step_failure
 from runners.base import (
     Availability,
     Failure,
-    SourceLocation,
     StageResult,
     VerifyRequest,
     VerifyResult,
 )
 from runners.verify import run_harness
 
-LOG_TAIL = 4000  # characters of a failed step's output kept in the result
-_LOCATION = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+)(?::\d+)?: (?:fatal )?error: (?P<msg>.*)$",
-                       re.MULTILINE)
-
-
-# --------------------------------------------------------------------------- commands
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    name: str
-    returncode: int
-    seconds: float
-    output: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-
-CommandRunner = Callable[[Step, Path], StepOutcome]
 # The judge: runners.verify.run_harness, or a stand-in in tests.
 Judge = Callable[[VerifyRequest], VerifyResult]
-
-
-def run_step(step: Step, cwd: Path) -> StepOutcome:
-    """Run one step without a shell; stdout and stderr together, as a log reads."""
-    start = time.monotonic()
-    try:
-        completed = subprocess.run(list(step.argv), cwd=cwd, env={**os.environ, **step.env},
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   errors="replace", timeout=step.timeout_s, check=False)
-    except FileNotFoundError as exc:
-        return StepOutcome(step.name, 127, time.monotonic() - start, f"{exc}")
-    except subprocess.TimeoutExpired as exc:
-        output = exc.output if isinstance(exc.output, str) else ""
-        return StepOutcome(step.name, 124, time.monotonic() - start, output, timed_out=True)
-    return StepOutcome(step.name, completed.returncode, time.monotonic() - start,
-                       completed.stdout or "")
 
 
 # --------------------------------------------------------------------------- toolchain
@@ -109,53 +82,37 @@ class Toolchain:
     generation: Literal["legacy", "asc"] | None = None
 
 
-def _optional_module(name: str) -> Any | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
 def detect_toolchain() -> Toolchain:
-    """CANN through runners/ascendc/detect.py, then torch_npu (located, not imported)."""
-    detect = _optional_module("runners.ascendc.detect")
-    if detect is None or not hasattr(detect, "detect_cann"):
-        return Toolchain(False, "CANN detection is unavailable (runners/ascendc/detect.py "
-                         "is missing), so the Ascend C backend cannot run here")
+    """CANN through runners/ascendc/detect.py, then torch_npu (located, not imported:
+    importing it without CANN fails)."""
     try:
-        info = detect.detect_cann()
+        info = detect_cann()
     except Exception as exc:  # noqa: BLE001 - detection must never take the backend down
         return Toolchain(False, f"CANN detection failed: {type(exc).__name__}: {exc}")
     return toolchain_from(info, torch_npu_found=importlib.util.find_spec("torch_npu")
                           is not None)
 
 
-def toolchain_from(info: Any, *, torch_npu_found: bool) -> Toolchain:
-    """A Toolchain from a detect_cann() result (anything with found/home/version/...)."""
-    if not getattr(info, "found", False):
-        problems = "; ".join(str(item) for item in getattr(info, "problems", [])[:3])
+def toolchain_from(info: CannInfo, *, torch_npu_found: bool) -> Toolchain:
+    """A Toolchain from what detect_cann() found."""
+    if not info.found:
+        problems = "; ".join(str(item) for item in info.problems[:3])
         return Toolchain(False, "no CANN toolkit found (source <CANN>/set_env.sh so "
                          "ASCEND_HOME_PATH is set)" + (f": {problems}" if problems else ""))
-    home = str(getattr(info, "home", "") or "")
-    version = str(getattr(info, "version", "") or "")
-    generation = getattr(info, "generation", None)
+    home, version = info.home or "", info.version or ""
     if not torch_npu_found:
         return Toolchain(False, f"CANN {version or '(version unknown)'} is at {home}, but "
                          "torch_npu is not installed (pip install torch_npu matching torch)",
-                         home, version, generation)
-    return Toolchain(True, "", home, version, generation if generation in ("legacy", "asc")
-                     else None)
+                         home, version, info.generation)
+    return Toolchain(True, "", home, version, info.generation)
 
 
 def _detect_soc() -> tuple[str | None, str | None]:
-    detect = _optional_module("runners.ascendc.detect")
-    if detect is None or not hasattr(detect, "detect_soc"):
-        return None, None
     try:
-        info = detect.detect_soc()
-    except Exception:  # noqa: BLE001 - a missing npu-smi must not fail the build
+        info = detect_soc()
+    except Exception:  # noqa: BLE001 - a broken npu-smi must not fail the build
         return None, None
-    return getattr(info, "soc", None), getattr(info, "arch", None)
+    return info.soc, info.arch
 
 
 # --------------------------------------------------------------------------- the package
@@ -183,55 +140,6 @@ def _package_files(folder: Path) -> dict[str, str]:
             files[f"ascendc/{relative.as_posix()}"] = path.read_text(encoding="utf-8",
                                                                      errors="replace")
     return files
-
-
-# --------------------------------------------------------------------------- failures
-
-
-def _diagnostics(output: str) -> list[Any]:
-    parsers = _optional_module("runners.ascendc.parsers")
-    if parsers is None or not hasattr(parsers, "parse_compiler_output"):
-        return []
-    try:
-        return list(parsers.parse_compiler_output(output))
-    except Exception:  # noqa: BLE001 - a parser bug must not hide the build failure
-        return []
-
-
-def _first_error(output: str) -> tuple[str, SourceLocation | None, list[str]]:
-    """The first error's message and place, and a short list of all diagnostics."""
-    diagnostics = _diagnostics(output)
-    errors = [item for item in diagnostics if getattr(item, "severity", "") in
-              ("error", "fatal error", "fatal")]
-    rendered = [f"{getattr(item, 'location', None) or '?'}: {getattr(item, 'message', item)}"
-                for item in (errors or diagnostics)[:10]]
-    if errors:
-        first = errors[0]
-        location = None
-        if getattr(first, "file", None) and getattr(first, "line", None):
-            location = SourceLocation(str(first.file), int(first.line),
-                                      str(getattr(first, "source_line", "") or ""))
-        return str(first.message), location, rendered
-    match = _LOCATION.search(output)
-    if match is not None:
-        return (match["msg"], SourceLocation(match["file"], int(match["line"])),
-                rendered or [match.group(0)])
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    return (lines[-1][:300] if lines else "no output"), None, rendered
-
-
-def step_failure(step: Step, outcome: StepOutcome) -> Failure:
-    """A failed build step as a Failure: the first compiler error, located, plus the log."""
-    if outcome.timed_out:
-        return Failure(check="timeout", message=f"{step.name} ran past {step.timeout_s:g} s",
-                       details={"step": step.name, "argv": list(step.argv)},
-                       log_tail=outcome.output[-LOG_TAIL:])
-    message, location, diagnostics = _first_error(outcome.output)
-    detail = "not found" if outcome.returncode == 127 else f"exit status {outcome.returncode}"
-    return Failure(check="build", message=f"{step.name} failed ({detail}): {message}",
-                   details={"step": step.name, "argv": list(step.argv),
-                            "diagnostics": diagnostics},
-                   location=location, log_tail=outcome.output[-LOG_TAIL:])
 
 
 # --------------------------------------------------------------------------- the backend
@@ -269,7 +177,8 @@ class AscendCBackend:
         return Availability(True, "npu", f"CANN {toolchain.version} ({generation}) at "
                             f"{toolchain.home}")
 
-    def plan_for(self, manifest: Manifest, toolchain: Toolchain) -> BuildPlan:
+    def plan_for(self, manifest: Manifest, toolchain: Toolchain,
+                 mode: Mode = "npu") -> BuildPlan:
         soc, arch = (self._soc, self._npu_arch)
         if soc is None or arch is None:
             detected_soc, detected_arch = _detect_soc()
@@ -277,7 +186,7 @@ class AscendCBackend:
             arch = arch or detected_arch or manifest.npu_arch
         context = BuildContext.for_runner(cann_home=toolchain.home, soc=soc, npu_arch=arch,
                                           python=self._python)
-        return build_plan(manifest.op, manifest.generation, "npu",
+        return build_plan(manifest.op, manifest.generation, mode,
                           entries=list(manifest.entries.values()), context=context)
 
     def verify(self, request: VerifyRequest) -> VerifyResult:
@@ -299,44 +208,97 @@ class AscendCBackend:
         except (ImportError, PackageError) as exc:
             return _failed("build", f"cannot plan the build: {exc}")
         warnings = [item.render() for item in lint_package(_package_files(folder))]
-        return self._run(request, folder, manifest, plan, warnings)
+        verdict = self._run(request, folder, manifest, plan, warnings)
+        if not (request.time_it and verdict.passed):
+            return verdict
+        return self._profile(request, folder, manifest, toolchain, verdict)
 
     def _run(self, request: VerifyRequest, folder: Path, manifest: Manifest, plan: BuildPlan,
              warnings: list[str]) -> VerifyResult:
         run = _Run(warnings)
-        build_seconds = 0.0
-        for step in plan.steps:
-            if step.name == "test":
-                break  # the package's own test: the judge verifies instead
-            outcome = self._runner(step, folder)
-            build_seconds += outcome.seconds
-            if not outcome.ok:
-                run.stages.append(StageResult("build", False, build_seconds, step.name))
-                return run.result([step_failure(step, outcome)])
-        library = folder / plan.library
-        if not library.is_file():
-            run.stages.append(StageResult("build", False, build_seconds, "no library"))
-            return run.result([Failure(check="build", message=f"the build succeeded but left "
-                                       f"no {plan.library} (the operator's torch library)")])
-        run.stages.append(StageResult("build", True, build_seconds))
+        failure = self._build(folder, plan, run)
+        if failure is not None:
+            return run.result([failure])
         try:
-            shim = write_shim(manifest.namespace, manifest.op, library)
+            shim = write_shim(manifest.namespace, manifest.op, folder / plan.library)
         except (PackageError, OSError) as exc:
             return run.result([Failure(check="load", message=f"cannot write the candidate "
                                        f"that calls the operator: {exc}")])
         try:
-            # The shim is opbot's own code (the model's is the C++ the build compiled): no
-            # static scan of it; its worker must read the library beside it.
-            verdict = self._judge(replace(request, candidate=shim, backend="ascendc",
-                                          static_scan=False, readable=(library.parent,)))
+            verdict = self._judge(_shim_request(request, shim))
         except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
             return run.result([Failure(check="crash", message=f"the judge failed: "
                                        f"{type(exc).__name__}: {exc}")])
-        return run.judged(verdict)
+        return run.judged(verdict, shim)
+
+    def _build(self, folder: Path, plan: BuildPlan, run: _Run) -> Failure | None:
+        """The plan's build steps (not its test: the judge verifies instead); the first
+        failure, or None when the library is there."""
+        seconds = 0.0
+        for step in plan.steps:
+            if step.name == "test":
+                break
+            outcome: StepOutcome = self._runner(step, folder)
+            seconds += outcome.seconds
+            if not outcome.ok:
+                run.stages.append(StageResult("build", False, seconds, step.name))
+                return step_failure(step, outcome)
+        if not (folder / plan.library).is_file():
+            run.stages.append(StageResult("build", False, seconds, "no library"))
+            return Failure(check="build", message=f"the build succeeded but left no "
+                           f"{plan.library} (the operator's torch library)")
+        run.stages.append(StageResult("build", True, seconds))
+        return None
+
+    def _profile(self, request: VerifyRequest, folder: Path, manifest: Manifest,
+                 toolchain: Toolchain, verdict: VerifyResult) -> VerifyResult:
+        """Run the package's benchmark under the profiler; its timings join the verdict."""
+        try:
+            step = self.plan_for(manifest, toolchain, "profile").step("profile")
+        except (ImportError, PackageError, KeyError) as exc:
+            return replace(verdict, warnings=[*verdict.warnings, f"no kernel profile: {exc}"])
+        reference = str(request.reference.resolve())
+        step = replace(step, env={**step.env, "OPBOT_REFERENCE": reference},
+                       readable=(*step.readable, reference))
+        before = profiler_runs(folder)
+        outcome = self._runner(step, folder)
+        if not outcome.ok:
+            return _profile_failed(verdict, step_failure(step, outcome), outcome)
+        runs = sorted(profiler_runs(folder) - before)
+        profile = read_kernel_profile(runs, list(manifest.entries.values()))
+        timing = profiled_timing(verdict.timing, bench_timing(outcome.output, verdict.device),
+                                 profile)
+        note = profile.note() if profile else missing_profile_note(outcome.output)
+        return replace(verdict, timing=timing, stages=[
+            *verdict.stages, StageResult("time", True, outcome.seconds, note)])
 
     def lint(self, candidate: Path) -> str:
         """The lint's findings on a package, as feedback text."""
         return feedback(lint_package(_package_files(resolve_package(candidate))))
+
+
+def _shim_request(request: VerifyRequest, shim: Path) -> VerifyRequest:
+    """The request the judge gets: opbot's shim as the candidate. The shim is opbot's own
+    code (the model's is the C++ the build compiled): no static scan of it; its worker must
+    read the library beside it. The package's operator is its kernel: the guard counts no
+    launch of it but lets torch.ops.opbot_* through, and it was compiled by the build."""
+    return replace(request, candidate=shim, backend="ascendc", static_scan=False,
+                   readable=(shim.parent,), expects_kernel_launches=False, package_ops=True,
+                   compiles_on_first_launch=False)
+
+
+def _profile_failed(verdict: VerifyResult, failure: Failure,
+                    outcome: StepOutcome) -> VerifyResult:
+    """A failed profile run: the device's error in the kernel fails the verdict; anything
+    else (no profiler, the machine busy, a timeout) only costs the profile."""
+    cause = runtime_cause(outcome.output) if failure.check == "run" else None
+    stage = StageResult("time", False, outcome.seconds, failure.message[:300])
+    if cause is not None and not cause.environmental:
+        return replace(verdict, status="failed", reasons=[*verdict.reasons, failure],
+                       stages=[*verdict.stages, stage])
+    why = describe(cause) if cause is not None else failure.message
+    return replace(verdict, stages=[*verdict.stages, stage],
+                   warnings=[*verdict.warnings, f"no kernel profile: {why}"])
 
 
 @dataclass
@@ -351,9 +313,11 @@ class _Run:
                             cases=[], stages=self.stages, device="npu",
                             warnings=self.warnings)
 
-    def judged(self, verdict: VerifyResult) -> VerifyResult:
-        """The judge's verdict, after the build's stage and with the lint's warnings."""
-        return replace(verdict, stages=[*self.stages, *verdict.stages],
+    def judged(self, verdict: VerifyResult, shim: Path) -> VerifyResult:
+        """The judge's verdict, after the build's stage and with the lint's warnings; its
+        failures with the device's account of them."""
+        reasons = [with_runtime_cause(item, opbot_file=shim) for item in verdict.reasons]
+        return replace(verdict, reasons=reasons, stages=[*self.stages, *verdict.stages],
                        warnings=[*self.warnings, *verdict.warnings])
 
 

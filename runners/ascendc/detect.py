@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runners.ascendc.parsers import parse_npu_smi, parse_npu_smi_fields
+from runners.ascendc.parsers.npu_smi import parse_npu_smi, parse_npu_smi_fields
 
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 Generation = Literal["legacy", "asc"]

@@ -610,6 +610,10 @@ class Step:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 1800.0
+    # The step runs the package's own code (its test, its benchmark), so a runner runs it
+    # in opbot's sandbox: the package folder writable, `readable` readable, nothing else.
+    runs_package_code: bool = False
+    readable: tuple[str, ...] = ()
 
     def shell(self) -> str:
         """The command as build.sh spells it: $VARIABLES expand, everything else is quoted."""
@@ -687,17 +691,19 @@ def build_plan(op: str, generation: Generation, mode: Mode, *,
               "-p", "no:cacheprovider", f"--junitxml={report}")
     if mode == "npu":
         steps.append(Step("test", (*pytest, "-m", "npu"),
-                          env={"OPBOT_ASCENDC_LIB": names.library}))
+                          env={"OPBOT_ASCENDC_LIB": names.library}, runs_package_code=True))
     elif mode == "cpu":
         steps.append(Step("test", (*pytest, "-k", "cpu_twin"),
-                          env={"OPBOT_ASCENDC_CPU_TWIN": names.cpu_twin}))
+                          env={"OPBOT_ASCENDC_CPU_TWIN": names.cpu_twin},
+                          runs_package_code=True))
     else:
         profiler = ("msprof", "op") if generation == "legacy" else ("msopprof",)
         kernels = "|".join(entries) if entries else f"{op}_*"
         steps.append(Step("profile", (
             *profiler, "--output=prof", f"--kernel-name={kernels}",
             f"--warm-up={PROFILE_WARM_UP}", f"--launch-count={context.launch_count}",
-            context.python, f"bench_{op}.py"), env={"OPBOT_ASCENDC_LIB": names.library}))
+            context.python, f"bench_{op}.py"), env={"OPBOT_ASCENDC_LIB": names.library},
+            runs_package_code=True))
     return BuildPlan(op=op, generation=generation, mode=mode, steps=tuple(steps),
                      library=names.library, cpu_twin=names.cpu_twin, report=report)
 

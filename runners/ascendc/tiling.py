@@ -5,7 +5,8 @@ over the vector cores and into UB tiles; the kernel then walks exactly the range
 here. Nothing on this machine can run the real thing, so this module does the same
 arithmetic in Python (`plan_tiling` is line for line `ComputeTiling`) and `check_tiling`
 replays the kernel's index arithmetic for any plan, generated or written by a model, and
-says what is wrong in words the agent can act on.
+says what is wrong in words the agent can act on. `estimate_time` ranks valid plans for
+the tuning phase with a small, documented cost model (`CostModel`); the NPU timing decides.
 
 Facts from the Ascend C docs that the rules encode:
 - UB is 192 KB on dav-2201 (Atlas A2/A3), of which 8 KB + 256 B are reserved by default;
@@ -16,6 +17,7 @@ Facts from the Ascend C docs that the rules encode:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,6 +45,9 @@ class TilingConfig:
     scratch_bytes_per_element: int = 0  # TBuf bytes per tile element (float32 slots x 4)
     reserved_bytes: int = UB_RESERVED_BYTES
     copy: CopyKind = "pad"  # how the kernel moves GM<->UB: DataCopyPad or plain DataCopy
+    # Tuning knobs a tuned header may add (MAX_TILE_LENGTH, MAX_CORES); None: not declared.
+    tile_cap: int | None = None  # elements per UB tile at most
+    core_cap: int | None = None  # blocks launched at most, whatever the core count
 
     @property
     def usable_ub(self) -> int:
@@ -119,7 +124,8 @@ def plan_tiling(config: TilingConfig) -> TilingPlan:
     """Mirror of the generated ComputeTiling(): keep the two in step (a test compares them).
 
     Work is dealt in 32-byte units so every core starts on an aligned GM address; the
-    block count is then recomputed so no core is launched without work.
+    block count is then recomputed so no core is launched without work. A tuned header's
+    MAX_CORES and MAX_TILE_LENGTH (`core_cap`, `tile_cap`) clip the cores and the tile.
     """
     empty = TilingPlan(0, 0, 0)
     if config.total <= 0 or config.total > UINT32_MAX or config.cores <= 0:
@@ -131,9 +137,14 @@ def plan_tiling(config: TilingConfig) -> TilingPlan:
         return empty
     align = config.align_elements
     units = _ceil_div(config.total, align)
-    blocks = min(config.cores, MAX_BLOCK_DIM, units)
+    cores = config.cores if config.core_cap is None else min(config.cores, config.core_cap)
+    if cores <= 0:
+        return empty  # a zero MAX_CORES: the header would divide by zero
+    blocks = min(cores, MAX_BLOCK_DIM, units)
     block_length = _ceil_div(units, blocks) * align
     blocks = _ceil_div(config.total, block_length)
+    if config.tile_cap is not None:
+        max_tile = min(max_tile, config.tile_cap)
     return TilingPlan(block_dim=blocks, block_length=block_length,
                       tile_length=min(max_tile, block_length))
 
@@ -251,3 +262,108 @@ def scratch_bytes(compute_slots: int, *, inputs: int, outputs: int, dtype_bytes:
     plus one per input and output to widen/narrow them when they are not float32."""
     widen = 0 if dtype_bytes == FLOAT_BYTES else inputs + outputs
     return (compute_slots + widen) * FLOAT_BYTES
+
+
+# --------------------------------------------------------------------------- cost model
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A ranking heuristic for plans of one elementwise kernel, in estimated microseconds.
+
+    Assumptions (rough orders of magnitude for an Atlas A2 vector core, not measurements:
+    only the ratio between plans of the same problem means anything, and the NPU timing
+    decides which plan is kept):
+    - a launch costs a fixed time plus a little per block dispatched, so a tiny problem
+      gains nothing from many cores;
+    - the blocks run at once and the kernel lasts as long as its slowest core, so load
+      imbalance and a short last core count through the maximum;
+    - a tile runs three stages on three pipes: copy-in (MTE2, one DMA per input), compute
+      (the vector unit) and copy-out (MTE3, one DMA per output);
+    - a DMA costs a fixed latency (queue handshake and MTE issue) plus its bytes, rounded
+      up to 32, over the core's bandwidth: the per-core DMA limit or an equal share of the
+      chip's HBM bandwidth, whichever is lower; copy-in and copy-out share that bandwidth;
+    - a vector instruction costs an issue overhead plus the tile's float32 bytes at the
+      vector unit's width (256 B per cycle);
+    - with BUFFER_NUM >= 2 the three stages of neighbouring tiles overlap, so a tile costs
+      its slowest stage; with one buffer only copy-in of the next tile overlaps copy-out
+      of this one, and compute waits for both. The last tile runs all three stages.
+    Ignored: L2 hits, UB bank conflicts, scalar loop overhead, DMA bursts.
+    """
+
+    launch_us: float = 3.0
+    block_launch_us: float = 0.05
+    dma_latency_us: float = 0.5
+    core_bytes_per_us: float = 100e3  # ~100 GB/s of DMA per vector core
+    hbm_bytes_per_us: float = 1.6e6  # ~1.6 TB/s of HBM for the whole chip
+    vector_bytes_per_us: float = 460e3  # 256 B per cycle at ~1.8 GHz
+    vector_issue_us: float = 0.02
+
+
+COST_MODEL = CostModel()
+
+
+@dataclass(frozen=True)
+class _TileCost:
+    copy_in_us: float
+    compute_us: float
+    copy_out_us: float
+    traffic_us: float  # all of the tile's bytes at the core's bandwidth
+
+    @property
+    def through_us(self) -> float:
+        """One tile alone, stage after stage."""
+        return self.copy_in_us + self.compute_us + self.copy_out_us
+
+    def period_us(self, *, buffered: bool) -> float:
+        """Steady-state time per tile when many run back to back."""
+        copies = max(self.copy_in_us, self.copy_out_us, self.traffic_us)
+        return max(copies, self.compute_us) if buffered else copies + self.compute_us
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """What one tile's cost depends on besides its length."""
+
+    config: TilingConfig
+    outputs: int
+    vector_ops: int
+    bandwidth: float  # bytes per microsecond for this core
+    model: CostModel
+
+    def tile(self, elements: int) -> _TileCost:
+        moved = _ceil_div(elements * self.config.dtype_bytes, BLOCK_BYTES) * BLOCK_BYTES
+        inputs = self.config.queues - self.outputs
+        model = self.model
+        dma = model.dma_latency_us + moved / self.bandwidth
+        vector = model.vector_issue_us + elements * FLOAT_BYTES / model.vector_bytes_per_us
+        return _TileCost(copy_in_us=inputs * dma, compute_us=self.vector_ops * vector,
+                         copy_out_us=self.outputs * dma,
+                         traffic_us=self.config.queues * moved / self.bandwidth)
+
+
+def _core_us(core: CoreRange, full: _TileCost, tail: _TileCost, *, buffered: bool) -> float:
+    """One core's time: its full tiles back to back, then the last one through the stages."""
+    if core.tiles == 0:
+        return 0.0
+    return (core.tiles - 1) * full.period_us(buffered=buffered) + tail.through_us
+
+
+def estimate_time(config: TilingConfig, plan: TilingPlan, *, vector_ops: int, outputs: int = 1,
+                  model: CostModel = COST_MODEL) -> float:
+    """Estimated microseconds of `plan` under `model` (see CostModel): a ranking heuristic.
+
+    `vector_ops` is the vector instructions a tile runs, casts included; `outputs` of the
+    config's queues are outputs, the rest inputs. A plan that launches nothing costs 0 for
+    an empty problem and infinity otherwise.
+    """
+    if plan.block_dim <= 0 or plan.tile_length <= 0:
+        return 0.0 if config.total <= 0 else math.inf
+    rates = _Rates(config=config, outputs=min(max(outputs, 0), config.queues),
+                   vector_ops=max(vector_ops, 0), model=model,
+                   bandwidth=min(model.core_bytes_per_us, model.hbm_bytes_per_us / plan.block_dim))
+    full = rates.tile(plan.tile_length)
+    buffered = config.buffer_num >= 2
+    slowest = max(_core_us(core, full, rates.tile(core.tail_length), buffered=buffered)
+                  for core in core_ranges(config, plan))
+    return model.launch_us + model.block_launch_us * plan.block_dim + slowest

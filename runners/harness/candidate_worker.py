@@ -26,10 +26,10 @@ from runners.harness.worker import Channel, internal_failure, select_device, syn
 
 
 class CandidateSession:
-    def __init__(self, candidate: Path, device: str, backend: str) -> None:
+    def __init__(self, candidate: Path, device: str, *, package_ops: bool = False) -> None:
         self.candidate = candidate
         self.device = device
-        self.guard = ForwardGuard(package_ops=backend == "ascendc")
+        self.guard = ForwardGuard(package_ops=package_ops)
         self.module: Any = None
         self.model: Any = None
 
@@ -153,7 +153,7 @@ def main(channel: Channel) -> None:
     started = time.monotonic()
     device, _ = select_device()
     session = CandidateSession(Path(str(request.header["candidate"])), device,
-                               str(request.header.get("backend", "triton")))
+                               package_ops=request.header.get("package_ops") is True)
     failure = session.load()
     if failure is not None:
         channel.fail(failure)

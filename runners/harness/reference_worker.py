@@ -62,19 +62,15 @@ class ReferenceJob:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ReferenceJob:
-        def case(item: dict[str, Any]) -> CaseSpec:
-            return CaseSpec(name=item["name"], seed=int(item["seed"]),
-                            inputs=[InputCase(**entry) for entry in item["inputs"]])
-
         tolerances = dict(DEFAULT_TOLERANCES)
         for name, tol in (data.get("tolerances") or {}).items():
             tolerances[name] = Tolerance(atol=float(tol["atol"]), rtol=float(tol["rtol"]))
         perf = data.get("perf_case")
         return cls(reference=Path(data["reference"]),
-                   cases=[case(item) for item in data.get("cases") or []],
+                   cases=[CaseSpec.from_json(item) for item in data.get("cases") or []],
                    init_args=data.get("init_args"), tolerances=tolerances,
                    derive_tail_cases=bool(data.get("derive_tail_cases", True)),
-                   perf_case=case(perf) if perf else None, seed=int(data["seed"]),
+                   perf_case=CaseSpec.from_json(perf) if perf else None, seed=int(data["seed"]),
                    init_seed=int(data["init_seed"]), time_it=bool(data.get("time_it")))
 
 

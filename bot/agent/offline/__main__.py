@@ -1,38 +1,55 @@
-"""Worker entry point: `python -m bot.agent.offline`, the job arriving on stdin as JSON."""
+"""Worker entry point: `python -m bot.agent.offline`, the job arriving on stdin as JSON.
+
+The envelope names the backend; the worker asks the backend registry for it and knows
+no backend itself, so a new backend needs no edit here.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
-from runners.base import CaseSpec, InputCase
+from bot.agent.offline.job import OfflineJob, OfflineResult
+
+
+class OfflineGenerator(Protocol):
+    """The part of a backend the worker uses."""
+
+    def generate_offline(self, job: OfflineJob) -> OfflineResult:
+        ...
+
+
+def registry_backend(name: str) -> OfflineGenerator:
+    from bot.agent.backends import get_backend  # the registry imports every backend
+
+    return get_backend(name)
+
+
+def answer(envelope: dict[str, Any],
+           lookup: Callable[[str], OfflineGenerator] = registry_backend) -> dict[str, Any]:
+    """The result's JSON for one envelope; a generator bug is reported, never a crash."""
+    try:
+        job = OfflineJob.from_json(envelope["job"])
+        return lookup(str(envelope["backend"])).generate_offline(job).to_json()
+    except Exception as exc:  # noqa: BLE001 - the caller reads the reason, not a traceback
+        return {"status": "error", "reason": f"the offline generator failed: "
+                f"{type(exc).__name__}: {exc}", "log": traceback.format_exc()[-4000:]}
+
+
+def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+    # The parent reads the result file only once it is whole.
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data), encoding="utf-8")
+    partial.replace(path)
 
 
 def main() -> int:
     envelope = json.loads(sys.stdin.read())
-    result_path = Path(envelope["result"])
-    job = envelope["job"]
-    try:
-        from bot.agent.offline.driver import generate, generate_ascendc
-
-        cases = [CaseSpec(name=item["name"], seed=int(item["seed"]),
-                          inputs=[InputCase(**entry) for entry in item["inputs"]])
-                 for item in job.get("cases") or []]
-        if job.get("backend") == "ascendc":
-            result = generate_ascendc(Path(job["reference"]), init_args=job.get("init_args"),
-                                      cases=cases, op_name=str(job["op"]),
-                                      generation=str(job.get("generation", "legacy"))).to_json()
-        else:
-            result = generate(Path(job["reference"]), init_args=job.get("init_args"),
-                              cases=cases, op_name=str(job["op"])).to_json()
-    except Exception as exc:  # noqa: BLE001 - a generator bug is reported, never a crash
-        result = {"status": "error", "reason": f"the offline generator failed: "
-                  f"{type(exc).__name__}: {exc}", "log": traceback.format_exc()[-4000:]}
-    partial = result_path.with_suffix(".partial")
-    partial.write_text(json.dumps(result), encoding="utf-8")
-    partial.replace(result_path)
+    _write_atomically(Path(envelope["result"]), answer(envelope))
     return 0
 
 

@@ -104,6 +104,9 @@ class _Side:
     outputs: int
     compute_slots: int
     reserved: int
+    # Caps a tuned tiling header adds (bot/agent/backends/ascendc/tuning.py).
+    tile_cap: int | None = None
+    core_cap: int | None = None
 
     def config(self, total: int, dtype_bytes: int, cores: int, copy: CopyKind) -> TilingConfig:
         return TilingConfig(
@@ -112,7 +115,8 @@ class _Side:
             scratch_bytes_per_element=scratch_bytes(self.compute_slots, inputs=self.inputs,
                                                     outputs=self.outputs,
                                                     dtype_bytes=dtype_bytes),
-            reserved_bytes=self.reserved, copy=copy)
+            reserved_bytes=self.reserved, copy=copy, tile_cap=self.tile_cap,
+            core_cap=self.core_cap)
 
 
 def _sides(skeleton: Skeleton) -> tuple[_Side, _Side, list[str]]:
@@ -133,7 +137,8 @@ def _sides(skeleton: Skeleton) -> tuple[_Side, _Side, list[str]]:
                  inputs=header.get("NUM_INPUTS", kernel.inputs),
                  outputs=header.get("NUM_OUTPUTS", kernel.outputs),
                  compute_slots=header.get("COMPUTE_SLOTS", kernel_slots),
-                 reserved=header.get("UB_RESERVED_BYTES", UB_RESERVED_BYTES))
+                 reserved=header.get("UB_RESERVED_BYTES", UB_RESERVED_BYTES),
+                 tile_cap=header.get("MAX_TILE_LENGTH"), core_cap=header.get("MAX_CORES"))
     for what, planned, used in (("BUFFER_NUM", host.buffer_num, kernel.buffer_num),
                                 ("NUM_INPUTS", host.inputs, kernel.inputs),
                                 ("NUM_OUTPUTS", host.outputs, kernel.outputs),

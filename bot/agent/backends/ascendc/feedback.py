@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from bot.agent.feedback import truncate_middle, verification_feedback
-from runners.ascendc.parsers import parse_compiler_output
+from runners.ascendc.parsers.compiler import parse_compiler_output
 from runners.base import Failure, VerifyResult
 
 MAX_ERRORS = 5

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from bot.agent.backends.ascendc.reply import RENDERED_BY_OPBOT
-from bot.agent.backends.triton.prompts import fence_data
+from bot.agent.prompt_text import fence_data
 from runners.ascendc.package import KERNEL_DTYPES, Generation, kernel_file_name, make_names
 
 _GENERATION_NOTES: dict[str, str] = {
@@ -141,7 +141,7 @@ def worked_example(generation: Generation) -> str:
     import sympy
     import torch
 
-    from bot.agent.offline.ascendc import Generated, PackageOptions, generate
+    from bot.agent.backends.ascendc.offline import Generated, PackageOptions, generate
     from bot.agent.offline.graph import Graph, Node
 
     size = sympy.Symbol("s0", positive=True, integer=True)
@@ -198,3 +198,10 @@ def retry_request(feedback: str, writable: Sequence[str]) -> str:
     return (f"Your previous candidate was rejected.\n\n{feedback}\n\nFix it and reply with "
             f"the complete corrected files ({', '.join(writable)}; a file you leave out keeps "
             "its current text), each in a ```cpp file=NAME block.")
+
+
+def tuning_request(feedback: str, writable: Sequence[str]) -> str:
+    return (f"{feedback}\n\nMake it faster without breaking it: reply with the complete "
+            f"files you change ({', '.join(writable)}; a file you leave out keeps its current "
+            "text), each in a ```cpp file=NAME block. It is verified again before it is "
+            "timed.")

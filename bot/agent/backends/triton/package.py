@@ -1,4 +1,4 @@
-"""The operator package a generation writes: the files a pull request adds.
+"""The Triton part of the operator package a generation writes (the loop adds the rest).
 
     ops/<name>/op.yaml            the spec
     ops/<name>/reference.py       the PyTorch reference (KernelBench format)
@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bot.spec import OpSpec
@@ -122,20 +120,14 @@ def test_kernel_matches_reference(case):
 '''
 
 
-@dataclass(frozen=True)
-class PackagePaths:
-    root: Path
-    op_yaml: Path
-    reference: Path
-    kernel: Path
-    test: Path
-    perf: Path
+def kernel_file(op: str) -> str:
+    """The kernel's path inside the package."""
+    return f"triton/{op}.py"
 
-    @classmethod
-    def under(cls, root: Path, name: str) -> PackagePaths:
-        return cls(root=root, op_yaml=root / "op.yaml", reference=root / "reference.py",
-                   kernel=root / "triton" / f"{name}.py",
-                   test=root / "tests" / f"test_{name}.py", perf=root / "PERF.md")
+
+def package_files(spec: OpSpec, kernel_source: str) -> dict[str, str]:
+    """The Triton files of the package: the kernel and its pytest test."""
+    return {kernel_file(spec.name): kernel_source, f"tests/test_{spec.name}.py": test_source(spec)}
 
 
 def test_source(spec: OpSpec) -> str:
@@ -152,26 +144,3 @@ def test_source(spec: OpSpec) -> str:
 def _literal(value: Any) -> str:
     # JSON is Python here but for true/false/null; write Python literals.
     return repr(value)
-
-
-def _same_file(first: Path, second: Path | None) -> bool:
-    try:
-        return second is not None and first.resolve() == second.resolve()
-    except OSError:
-        return False
-
-
-def write_package(root: Path, spec: OpSpec, kernel_source: str, perf_markdown: str) -> \
-        PackagePaths:
-    """Write the package under `root`; the spec and reference are kept if they live there."""
-    paths = PackagePaths.under(root, spec.name)
-    for folder in (paths.root, paths.kernel.parent, paths.test.parent):
-        folder.mkdir(parents=True, exist_ok=True)
-    if not _same_file(paths.reference, spec.reference_path):
-        paths.reference.write_text(spec.reference_source, encoding="utf-8")
-    if not _same_file(paths.op_yaml, spec.spec_path):
-        paths.op_yaml.write_text(spec.to_yaml("reference.py"), encoding="utf-8")
-    paths.kernel.write_text(kernel_source, encoding="utf-8")
-    paths.test.write_text(test_source(spec), encoding="utf-8")
-    paths.perf.write_text(perf_markdown, encoding="utf-8")
-    return paths

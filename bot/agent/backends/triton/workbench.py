@@ -1,0 +1,144 @@
+"""One Triton generation: prompts, reply parsing, the judge, the package files.
+
+Triton candidates are one Python module (`triton/<op>.py` defining ModelNew). They run
+everywhere (GPU, Ascend through triton-ascend, any CPU through the interpreter), so a
+candidate can always be verified; static checks are the judge's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.agent.backends.base import (
+    BenchContext,
+    Candidate,
+    DraftUnsupported,
+    Precheck,
+    TuningVariant,
+)
+from bot.agent.backends.triton.package import kernel_file, package_files
+from bot.agent.backends.triton.prompts import (
+    TRITON_SYSTEM,
+    first_request,
+    retry_request,
+    tuning_request,
+)
+from bot.agent.backends.triton.reply import parse_reply
+from bot.agent.feedback import timing_feedback, verification_feedback
+from bot.agent.offline.run import generate_in_worker
+from bot.agent.package import write_files
+from bot.errors import BadInputError
+from runners.base import Backend as Runner
+from runners.base import VerifyResult
+
+LLM_HINT = ("configure an LLM endpoint to generate it: `opbot generate REF --llm openai "
+            "--llm-base-url URL --llm-model NAME` with the key in OPBOT_LLM_API_KEY (any "
+            "OpenAI-compatible server: OpenAI, DeepSeek, Qwen, vLLM, Ollama)")
+INTERPRETER_CAVEAT = (
+    "These timings come from Triton's CPU interpreter, which runs each program instance in "
+    "Python/NumPy: they say nothing about speed on a GPU or an NPU. Run `opbot generate` on "
+    "a runner with a device for meaningful numbers."
+)
+
+
+@dataclass
+class TritonWorkbench:
+    context: BenchContext
+    runner: Runner
+    _starting_draft: str | None = field(default=None, init=False)
+
+    @property
+    def kernel(self) -> str:
+        return kernel_file(self.context.spec.name)
+
+    def start_record(self) -> dict[str, Any]:
+        return {}
+
+    def offline_draft(self) -> Candidate:
+        spec = self.context.spec
+        drafted = generate_in_worker(self.context.reference, op_name=spec.name,
+                                     init_args=None if spec.init_args is None
+                                     else list(spec.init_args), cases=spec.cases())
+        if drafted.status == "error":
+            raise BadInputError(f"{spec.spec_path}: {drafted.reason}")
+        if drafted.status == "unsupported":
+            raise DraftUnsupported(drafted.reason, drafted.unsupported_ops)
+        return self.adopt({self.kernel: drafted.source})
+
+    def _draft_for_prompt(self) -> str | None:
+        """The review's kernel, else the offline generator's draft, else none (the prompt
+        then carries a worked example of the same category)."""
+        if self.context.starting_draft is not None:
+            return self.context.starting_draft
+        self.context.progress("preparing a starting draft with the offline generator")
+        try:
+            return self.offline_draft().files[self.kernel]
+        except DraftUnsupported:
+            return None
+
+    def system_prompt(self) -> str:
+        return TRITON_SYSTEM
+
+    def first_request(self, hint: str | None) -> str:
+        return first_request(self.context.spec, draft=self._draft_for_prompt(),
+                                     hint=hint)
+
+    def retry_request(self, feedback: str) -> str:
+        return retry_request(feedback)
+
+    def tuning_request(self, feedback: str) -> str:
+        return tuning_request(feedback)
+
+    def parse_reply(self, text: str) -> Candidate:
+        return self.adopt({self.kernel: parse_reply(text).source})
+
+    def adopt(self, written: Mapping[str, str]) -> Candidate:
+        # One module: whatever single file was written is the kernel.
+        source = written.get(self.kernel, next(iter(written.values()), ""))
+        return Candidate(files={self.kernel: source}, written={self.kernel: source})
+
+    def precheck(self, candidate: Candidate) -> Precheck:
+        return Precheck(ok=True)  # the judge's static scan runs with the verification
+
+    def unverifiable(self) -> str | None:
+        availability = self.runner.availability()  # any CPU, once triton is installed
+        return None if availability.available else availability.reason
+
+    def verify(self, candidate: Candidate, folder: Path, *, time_it: bool) -> VerifyResult:
+        write_files(folder, candidate.files)
+        spec = self.context.spec
+        return self.runner.verify(spec.to_request(
+            folder / self.kernel, backend="triton", reference_file=self.context.reference,
+            time_it=time_it, timeout_s=self.context.timeout_s))
+
+    def feedback(self, result: VerifyResult, candidate: Candidate) -> str:
+        return verification_feedback(result)
+
+    def timing_feedback(self, result: VerifyResult) -> str:
+        return timing_feedback(result.timing) if result.timing else ""
+
+    def tuning_variants(self, candidate: Candidate) -> list[TuningVariant]:
+        return []  # the model tunes Triton kernels (block sizes, warps) itself
+
+    def write_package(self, out: Path, candidate: Candidate) -> None:
+        write_files(out, package_files(self.context.spec, candidate.files[self.kernel]))
+
+    def perf_notes(self, result: VerifyResult | None) -> list[str]:
+        if result is not None and result.timing is not None and result.device.startswith("cpu"):
+            return [f"> {INTERPRETER_CAVEAT}"]
+        reason = self.unverifiable()
+        if result is None and reason is not None:
+            return [f"Timings: not measured. {reason}."]
+        return []
+
+    def unsupported_message(self, error: DraftUnsupported) -> str:
+        return (f"the offline generator cannot lower this reference ({error}; ops: "
+                f"{', '.join(error.ops) or '-'}); {LLM_HINT}")
+
+    def unverified_message(self, out: Path) -> str:
+        return (f"the Triton package is written to {out} but not verified: "
+                f"{self.unverifiable()}. Verify it where triton runs: `opbot verify "
+                f"{out / 'op.yaml'} {out / self.kernel}`")

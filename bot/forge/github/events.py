@@ -1,0 +1,153 @@
+"""GitHub webhook payloads (and Actions event files) -> forge-neutral triggers, comments,
+op requests and dispatched plans (bot/forge/inbound.py).
+
+Payloads are untrusted: every field is read through bot/forge/payload.py, and a payload
+that is not what it claims is planned `ignore` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.forge.base import DISPATCH_EVENT
+from bot.forge.inbound import (
+    Dispatched,
+    GenericComment,
+    Inbound,
+    OpRequest,
+    PlanContext,
+    Planner,
+    Trigger,
+    has_trigger,
+    ignored,
+    op_of_branch,
+    scheduled,
+)
+from bot.forge.payload import get, integer, labels, text
+
+FORGE = "github"
+_FAILED_CONCLUSIONS = {"failure", "timed_out", "startup_failure"}
+
+
+def repo_of(payload: Any) -> str | None:
+    return text(get(payload, "repository", "full_name"))
+
+
+def _ignore(event: str, payload: Any, reason: str) -> Trigger:
+    return ignored(FORGE, event, repo_of(payload), reason)
+
+
+def _author_is_bot(payload: Any, bot_login: str | None) -> bool:
+    sender = get(payload, "sender")
+    login = text(get(sender, "login"))
+    return get(sender, "type") == "Bot" or (bot_login is not None and login == bot_login)
+
+
+def _issue_comment(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    if get(payload, "action") != "created":
+        return _ignore(event, payload, "only new comments are read (not edits or deletions)")
+    issue = get(payload, "issue")
+    is_pull = isinstance(get(issue, "pull_request"), Mapping)
+    return GenericComment(
+        forge=FORGE, event=event, repo=repo_of(payload),
+        number=integer(get(issue, "number")), target="pull" if is_pull else "issue",
+        body=text(get(payload, "comment", "body")) or "",
+        author=text(get(payload, "comment", "user", "login")),
+        author_is_bot=_author_is_bot(payload, context.bot_login),
+        comment_id=integer(get(payload, "comment", "id")), source="comment",
+        issue_labels=None if is_pull else labels(get(issue, "labels")),
+        trigger_label=context.trigger_label)
+
+
+def _review(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    if get(payload, "action") != "submitted":
+        return _ignore(event, payload, "only submitted reviews are read")
+    pull = get(payload, "pull_request")
+    return GenericComment(
+        forge=FORGE, event=event, repo=repo_of(payload),
+        number=integer(get(pull, "number")), target="pull",
+        body=text(get(payload, "review", "body")) or "",
+        author=text(get(payload, "review", "user", "login")),
+        author_is_bot=_author_is_bot(payload, context.bot_login),
+        comment_id=integer(get(payload, "review", "id")), source="review",
+        head_branch=text(get(pull, "head", "ref")), head_sha=text(get(pull, "head", "sha")),
+        review_state=(text(get(payload, "review", "state")) or "").lower())
+
+
+def _review_comment(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    if get(payload, "action") != "created":
+        return _ignore(event, payload, "only new review comments are read")
+    pull = get(payload, "pull_request")
+    return GenericComment(
+        forge=FORGE, event=event, repo=repo_of(payload),
+        number=integer(get(pull, "number")), target="pull",
+        body=text(get(payload, "comment", "body")) or "",
+        author=text(get(payload, "comment", "user", "login")),
+        author_is_bot=_author_is_bot(payload, context.bot_login),
+        comment_id=integer(get(payload, "comment", "id")), source="review_comment",
+        head_branch=text(get(pull, "head", "ref")), head_sha=text(get(pull, "head", "sha")))
+
+
+def _issues(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    action = get(payload, "action")
+    issue = get(payload, "issue")
+    added = text(get(payload, "label", "name")) or ""
+    trigger = context.trigger_label
+    triggered = (action == "labeled" and has_trigger((added,), trigger)) or (
+        action == "opened" and has_trigger(labels(get(issue, "labels")), trigger))
+    if not triggered:
+        return _ignore(event, payload, f"an issue event ({action}) that does not add the "
+                       f"{trigger} label")
+    return OpRequest(forge=FORGE, event=event, repo=repo_of(payload),
+                     number=integer(get(issue, "number")),
+                     actor=text(get(payload, "sender", "login")),
+                     body=text(get(issue, "body")) or "", trigger_label=trigger)
+
+
+def _ci(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    """check_run, check_suite and workflow_run: each names the run under its own key."""
+    item = get(payload, event)
+    if get(payload, "action") != "completed":
+        return _ignore(event, payload, "only completed runs are read")
+    conclusion = text(get(item, "conclusion"))
+    if event == "check_run":
+        branch = text(get(item, "check_suite", "head_branch"))
+    else:
+        branch = text(get(item, "head_branch"))
+    pulls = get(item, "pull_requests")
+    number = integer(get(pulls[0], "number")) if isinstance(pulls, list) and pulls else None
+    op = op_of_branch(branch)
+    if op is None:
+        return _ignore(event, payload, f"CI on {branch or 'an unknown branch'}, not a bot "
+                       "branch")
+    if conclusion not in _FAILED_CONCLUSIONS:
+        return _ignore(event, payload, f"CI concluded {conclusion}: nothing to fix")
+    return Trigger(action="iterate-ci", reason=f"a failed {event.replace('_', ' ')} on a bot "
+                   "branch", forge=FORGE, event=event, repo=repo_of(payload), number=number,
+                   op=op, actor=text(get(payload, "sender", "login")), target="pull",
+                   head_branch=branch, head_sha=text(get(item, "head_sha")))
+
+
+def _dispatch(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    """Work `opbot serve` handed to the Actions fleet: the plan travels in the payload."""
+    if get(payload, "action") != DISPATCH_EVENT:
+        return _ignore(event, payload, "a repository_dispatch that is not opbot's")
+    return Dispatched(FORGE, event, repo_of(payload), get(payload, "client_payload", "plan"))
+
+
+def _schedule(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
+    return scheduled(FORGE, event, repo_of(payload))
+
+
+PLANNERS: dict[str, Planner] = {
+    "issues": _issues,
+    "issue_comment": _issue_comment,
+    "pull_request_review": _review,
+    "pull_request_review_comment": _review_comment,
+    "check_run": _ci,
+    "check_suite": _ci,
+    "workflow_run": _ci,
+    "repository_dispatch": _dispatch,
+    "schedule": _schedule,
+}

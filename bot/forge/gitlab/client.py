@@ -1,0 +1,379 @@
+"""GitLabForge: the Forge protocol on python-gitlab.
+
+Harmonized with GitHub at this boundary: a merge request is a PullRequest (its iid is the
+number, "opened" is "open"), notes are comments, award emoji are reactions. The words
+"merge request" stay in this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import gitlab
+from gitlab.exceptions import GitlabError
+from gitlab.v4.objects import Project
+
+from bot.forge.base import (
+    DISPATCH_EVENT,
+    Comment,
+    Commit,
+    ConflictError,
+    Dispatch,
+    FailedJob,
+    ForbiddenError,
+    ForgeError,
+    ForgeName,
+    Issue,
+    NotFoundError,
+    Permission,
+    PullRequest,
+    PullRequestDraft,
+    RateLimitedError,
+    Reaction,
+    ReviewThread,
+    Target,
+    UnavailableError,
+)
+from bot.forge.common import scrub, with_credentials
+
+PUBLIC_URL = "https://gitlab.com"
+LOG_TAIL_CHARS = 20_000
+# The caller decides about waiting: python-gitlab would otherwise sleep through up to
+# ten 429s (Retry-After each) inside a single call.
+_CALL: dict[str, Any] = {"obey_rate_limit": False}
+_EMOJI: dict[Reaction, str] = {"+1": "thumbsup", "-1": "thumbsdown", "eyes": "eyes",
+                               "rocket": "rocket", "confused": "confused"}
+# The file variable a dispatched pipeline gets: GitLab writes its value to a file and sets
+# the variable to that file's path, which `opbot event --payload` reads.
+PLAN_VARIABLE = "OPBOT_PLAN"
+_STATE = {"opened": "open", "closed": "closed", "locked": "closed", "merged": "merged"}
+# Access levels, highest first: owner, maintainer, developer, reporter/planner/guest.
+_ACCESS: tuple[tuple[int, Permission], ...] = ((50, "admin"), (40, "maintain"),
+                                               (30, "write"), (10, "read"))
+
+
+class GitLabForge:
+    name: ForgeName = "gitlab"
+
+    def __init__(self, client: gitlab.Gitlab, repo: str) -> None:
+        self.repo = repo
+        self._client = client
+        self._token: str | None = client.private_token or client.oauth_token \
+            or client.job_token
+        self._full: Project | None = None
+        # python-gitlab's errors carry no headers; a response hook keeps the rate-limit
+        # ones of this thread's last response for RateLimitedError.retry_after_s.
+        self._last = threading.local()
+        client.session.hooks["response"].append(self._remember_limits)
+
+    @classmethod
+    def connect(cls, url: str | None, token: str, repo: str) -> GitLabForge:
+        return cls(gitlab.Gitlab(url=url or PUBLIC_URL, private_token=token), repo)
+
+    @property
+    def _project(self) -> Project:
+        """A lazy handle (no request): its URL paths use the encoded project path."""
+        return self._client.projects.get(self.repo, lazy=True)
+
+    def _project_info(self) -> Project:
+        if self._full is None:
+            self._full = self._client.projects.get(self.repo, **_CALL)
+        return self._full
+
+    def _noteable(self, target: Target) -> Any:
+        manager = self._project.issues if target.kind == "issue" else \
+            self._project.mergerequests
+        return manager.get(target.number, lazy=True)
+
+    # -- issues, comments, reactions, labels --------------------------------------------
+    def get_issue(self, number: int) -> Issue:
+        with self._errors(f"get issue #{number}"):
+            data = self._project.issues.get(number, **_CALL).attributes
+        return Issue(number=int(data["iid"]), title=str(data["title"]),
+                     body=str(data.get("description") or ""),
+                     author=str(data["author"]["username"]),
+                     labels=tuple(str(n) for n in data.get("labels", ())),
+                     state=_STATE.get(str(data["state"]), str(data["state"])),
+                     url=str(data["web_url"]))
+
+    def list_comments(self, target: Target) -> list[Comment]:
+        with self._errors(f"list notes on {_ref(target)}"):
+            notes = self._noteable(target).notes.list(get_all=True, sort="asc",
+                                                      order_by="created_at", **_CALL)
+            base = self._web_url(target)
+        # System notes are GitLab's activity log; diff notes are review threads.
+        return [_comment(n.attributes, base) for n in notes
+                if not n.attributes.get("system") and n.attributes.get("type") != "DiffNote"]
+
+    def create_comment(self, target: Target, body: str) -> Comment:
+        with self._errors(f"comment on {_ref(target)}"):
+            note = self._noteable(target).notes.create({"body": body}, **_CALL)
+            return _comment(note.attributes, self._web_url(target))
+
+    def update_comment(self, target: Target, comment_id: int, body: str) -> Comment:
+        with self._errors(f"edit note {comment_id} on {_ref(target)}"):
+            data = self._noteable(target).notes.update(comment_id, {"body": body}, **_CALL)
+            return _comment(data, self._web_url(target))
+
+    def add_reaction(self, target: Target, comment_id: int | None, reaction: Reaction) -> None:
+        awardable = self._noteable(target)
+        if comment_id is not None:
+            awardable = awardable.notes.get(comment_id, lazy=True)
+        with self._errors(f"award emoji on {_ref(target)}"):
+            awardable.awardemojis.create({"name": _EMOJI[reaction]}, **_CALL)
+
+    def add_labels(self, target: Target, labels: list[str]) -> None:
+        if not labels:
+            return
+        manager = self._project.issues if target.kind == "issue" else \
+            self._project.mergerequests
+        with self._errors(f"label {_ref(target)}"):
+            # add_labels keeps the labels already there (unlike `labels`).
+            manager.update(target.number, {"add_labels": ",".join(labels)}, **_CALL)
+
+    # -- people -------------------------------------------------------------------------
+    def permission(self, login: str) -> Permission:
+        with self._errors(f"permission of {login}"):
+            users = self._client.users.list(username=login, get_all=True, **_CALL)
+            if not users:
+                return "none"
+            try:
+                # members/all: inherited (group) members count too.
+                member = self._project.members_all.get(users[0].id, **_CALL)
+            except GitlabError as exc:
+                if exc.response_code == 404:
+                    return "none"
+                raise
+        level = int(member.attributes.get("access_level") or 0)
+        return next((perm for floor, perm in _ACCESS if level >= floor), "none")
+
+    # -- branches, commits, files -------------------------------------------------------
+    def default_branch(self) -> str:
+        with self._errors("read the project"):
+            return str(self._project_info().attributes["default_branch"])
+
+    def push_url(self) -> str:
+        with self._errors("read the project"):
+            url = str(self._project_info().attributes["http_url_to_repo"])
+        return with_credentials(url, "oauth2", self._token)
+
+    def branch_head(self, branch: str) -> str | None:
+        with self._errors(f"read branch {branch}"):
+            try:
+                found = self._project.branches.get(branch, **_CALL)
+            except GitlabError as exc:
+                if exc.response_code == 404:
+                    return None
+                raise
+        return str(found.attributes["commit"]["id"])
+
+    def commits_since(self, branch: str, base: str) -> list[Commit]:
+        with self._errors(f"compare {base}...{branch}"):
+            result = self._project.repository_compare(base, branch, **_CALL)
+        commits = _oldest_first(result["commits"]) if isinstance(result, Mapping) else []
+        # GitLab's commits carry no account: author_login stays None.
+        return [Commit(sha=str(c["id"]), message=str(c["message"]).rstrip("\n"),
+                       author_name=str(c["author_name"]), author_email=str(c["author_email"]))
+                for c in commits]
+
+    def file_content(self, path: str, ref: str) -> str | None:
+        with self._errors(f"read {path}@{ref}"):
+            try:
+                found = self._project.files.get(file_path=path, ref=ref, **_CALL)
+            except GitlabError as exc:
+                if exc.response_code == 404:
+                    return None
+                raise
+        return bytes(found.decode()).decode("utf-8", errors="replace")
+
+    # -- merge requests -----------------------------------------------------------------
+    def find_pull_request(self, head_branch: str) -> PullRequest | None:
+        with self._errors(f"find the merge request from {head_branch}"):
+            found = self._project.mergerequests.list(source_branch=head_branch, state="opened",
+                                                     get_all=True, **_CALL)
+        return next((_merge_request(mr.attributes) for mr in found), None)
+
+    def get_pull_request(self, number: int) -> PullRequest:
+        with self._errors(f"get merge request !{number}"):
+            return _merge_request(self._project.mergerequests.get(number, **_CALL).attributes)
+
+    def create_pull_request(self, draft: PullRequestDraft) -> PullRequest:
+        data = {"source_branch": draft.head_branch, "target_branch": draft.base_branch,
+                "title": draft.title, "description": draft.body}
+        if draft.labels:
+            data["labels"] = ",".join(draft.labels)
+        with self._errors(f"open a merge request from {draft.head_branch}"):
+            try:
+                created = self._project.mergerequests.create(data, **_CALL)
+            except GitlabError as exc:
+                if exc.response_code == 409:
+                    existing = self.find_pull_request(draft.head_branch)
+                    which = f": !{existing.number}" if existing else ""
+                    raise ConflictError(f"GitLab: a merge request from {draft.head_branch} "
+                                        f"already exists{which}") from exc
+                raise
+        return _merge_request(created.attributes)
+
+    def update_pull_request(self, number: int, *, title: str | None = None,
+                            body: str | None = None) -> PullRequest:
+        changes = {k: v for k, v in (("title", title), ("description", body)) if v is not None}
+        if not changes:
+            return self.get_pull_request(number)
+        with self._errors(f"update merge request !{number}"):
+            data = self._project.mergerequests.update(number, changes, **_CALL)
+        return _merge_request(data)
+
+    def review_threads(self, number: int) -> list[ReviewThread]:
+        with self._errors(f"list discussions on !{number}"):
+            discussions = self._project.mergerequests.get(number, lazy=True) \
+                .discussions.list(get_all=True, **_CALL)
+            base = self._web_url(Target("pull", number))
+        threads = (_thread(d.attributes, base) for d in discussions)
+        return [t for t in threads if t is not None]
+
+    def reply_to_thread(self, number: int, thread_id: str, body: str) -> Comment:
+        discussion = self._project.mergerequests.get(number, lazy=True) \
+            .discussions.get(thread_id, lazy=True)
+        with self._errors(f"reply to discussion {thread_id} on !{number}"):
+            note = discussion.notes.create({"body": body}, **_CALL)
+            return _comment(note.attributes, self._web_url(Target("pull", number)))
+
+    # -- CI -----------------------------------------------------------------------------
+    def failed_jobs(self, sha: str) -> list[FailedJob]:
+        failed: list[FailedJob] = []
+        with self._errors(f"list failed CI jobs for {sha[:12]}"):
+            pipelines = self._project.pipelines.list(sha=sha, status="failed", get_all=True,
+                                                     **_CALL)
+            for pipeline in pipelines:
+                jobs = self._project.pipelines.get(pipeline.id, lazy=True) \
+                    .jobs.list(scope="failed", get_all=True, **_CALL)
+                for job in jobs:
+                    trace = self._project.jobs.get(job.id, lazy=True).trace(**_CALL)
+                    text = bytes(trace).decode("utf-8", errors="replace")
+                    failed.append(FailedJob(str(job.name), str(job.web_url),
+                                            text[-LOG_TAIL_CHARS:]))
+        return failed
+
+    def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
+        ref = self.default_branch()  # the default branch's CI config: never an MR's code
+        payload = {"object_kind": DISPATCH_EVENT, "plan": dict(plan),
+                   "project": {"path_with_namespace": self.repo}}
+        variables = [{"key": PLAN_VARIABLE, "value": json.dumps(payload),
+                      "variable_type": "file"}]
+        with self._errors(f"create a pipeline on {ref}"):
+            created = self._project.pipelines.create({"ref": ref, "variables": variables},
+                                                     **_CALL)
+        data = created.attributes
+        return Dispatch(id=int(data["id"]), url=str(data.get("web_url") or "") or None)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _web_url(self, target: Target) -> str:
+        kind = "issues" if target.kind == "issue" else "merge_requests"
+        web = str(self._project_info().attributes["web_url"])
+        return f"{web}/-/{kind}/{target.number}"
+
+    def _remember_limits(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        headers = response.headers
+        self._last.limits = {k.lower(): headers[k] for k in ("Retry-After", "RateLimit-Reset",
+                                                             "RateLimit-Remaining")
+                             if k in headers}
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except GitlabError as exc:
+            limits: dict[str, str] = getattr(self._last, "limits", {})
+            raise _translate(exc, action, self._token, limits) from exc
+        except OSError as exc:  # requests' connection errors derive from OSError
+            raise UnavailableError(scrub(f"GitLab: {action}: {type(exc).__name__}",
+                                         self._token)) from exc
+
+
+# -- conversions ---------------------------------------------------------------------------
+def _ref(target: Target) -> str:
+    return f"#{target.number}" if target.kind == "issue" else f"!{target.number}"
+
+
+def _comment(note: Mapping[str, Any], base_url: str) -> Comment:
+    return Comment(id=int(note["id"]), body=str(note.get("body") or ""),
+                   author=str(note["author"]["username"]), url=f"{base_url}#note_{note['id']}")
+
+
+def _merge_request(mr: Mapping[str, Any]) -> PullRequest:
+    state = str(mr["state"])
+    return PullRequest(number=int(mr["iid"]), title=str(mr["title"]),
+                       body=str(mr.get("description") or ""),
+                       author=str(mr["author"]["username"]),
+                       head_branch=str(mr["source_branch"]), head_sha=str(mr.get("sha") or ""),
+                       base_branch=str(mr["target_branch"]), state=_STATE.get(state, state),
+                       url=str(mr["web_url"]), labels=tuple(str(n) for n in mr.get("labels", ())))
+
+
+def _thread(discussion: Mapping[str, Any], base_url: str) -> ReviewThread | None:
+    """A discussion on the diff (holding DiffNote notes); None for plain comments."""
+    notes = [n for n in discussion.get("notes", []) if not n.get("system")]
+    diff_notes = [n for n in notes if n.get("type") == "DiffNote"]
+    if not diff_notes:
+        return None
+    position = diff_notes[0].get("position") or {}
+    line = position.get("new_line") or position.get("old_line")
+    resolvable = [n for n in notes if n.get("resolvable")]
+    return ReviewThread(id=str(discussion["id"]),
+                        comments=tuple(_comment(n, base_url) for n in notes),
+                        path=position.get("new_path") or position.get("old_path"),
+                        line=int(line) if line is not None else None,
+                        resolved=bool(resolvable) and all(n.get("resolved") for n in resolvable))
+
+
+def _oldest_first(commits: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Parents before children, whatever order the server listed them in."""
+    pending = list(commits)
+    ids = {c["id"] for c in pending}
+    done: set[str] = set()
+    ordered: list[Mapping[str, Any]] = []
+    while pending:
+        ready = [c for c in pending
+                 if all(p in done or p not in ids for p in c.get("parent_ids", ()))]
+        if not ready:  # no parent data to go on: keep the server's order
+            ready = pending[:1]
+        for commit in ready:
+            ordered.append(commit)
+            done.add(commit["id"])
+            pending.remove(commit)
+    return ordered
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def _translate(exc: GitlabError, action: str, token: str | None,
+               limits: Mapping[str, str]) -> ForgeError:
+    code = exc.response_code
+    detail = str(exc.error_message)[:200]
+    message = scrub(f"GitLab {code} on {action}: {detail}".rstrip(": "), token)
+    if code == 404:
+        return NotFoundError(message)
+    if code == 429 or (code == 403 and limits.get("ratelimit-remaining") == "0"):
+        return RateLimitedError(message, _retry_after(limits))
+    if code == 403:
+        return ForbiddenError(message)
+    if code == 409:
+        return ConflictError(message)
+    if code is not None and code >= 500:
+        return UnavailableError(message)
+    return ForgeError(message)
+
+
+def _retry_after(limits: Mapping[str, str]) -> float | None:
+    with contextlib.suppress(ValueError):
+        if "retry-after" in limits:
+            return max(0.0, float(limits["retry-after"]))
+        if "ratelimit-reset" in limits:
+            return max(0.0, float(limits["ratelimit-reset"]) - time.time())
+    return None

@@ -1,0 +1,1 @@
+"""Tests of runners/ascendc/: parsers, detection, lint, tiling, packages and the backend."""
