@@ -7,6 +7,7 @@ traceback). Every OpbotError is turned into its message and exit code here, at o
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from bot.agent.backends import DEFAULT_BACKEND, backend_names, parse_backends
 from bot.errors import BadInputError, OpbotError
 from bot.forge.registry import names as forge_names
 
-BACKEND_CHOICE = click.Choice(list(backend_names()))
+BACKEND_CHOICE = click.Choice(list(backend_names()), case_sensitive=False)
 FORGE_CHOICE = click.Choice(list(forge_names()))  # the forge registry's names
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -32,7 +33,7 @@ _stdout = Console(highlight=False)
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    _stderr.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    _stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     sys.exit(code)
 
 
@@ -149,12 +150,14 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
         budget = Budget(attempts=max_attempts or policy.attempts,
                         tokens=max_tokens or policy.token_budget(),
                         seconds=time_budget_s or policy.wall_seconds)
-        target = out or _default_out(ref, spec.name, spec.origin)
+        target = _writable_folder(out or _default_out(ref, spec.name, spec.origin))
         with _progress(not as_json) as progress:
             outcome = run_generate(spec, backend=backends, out=target, progress=progress,
                                    llm=choice, budget=budget)
     except OpbotError as exc:
         _fail(str(exc))
+    except OSError as exc:  # the folder turned out unwritable (a read-only or virtual one)
+        _fail(f"cannot write the package: {exc.strerror or exc} ({exc.filename or '-'})")
     if as_json:
         _emit_json(outcome.to_json())
     else:
@@ -210,9 +213,23 @@ def replay(transcript: Path, as_json: bool) -> None:
     else:
         for item in report.attempts:
             agree = "same" if item.recorded == item.replayed else "DIFFERENT"
-            _stdout.print(f"attempt {item.attempt}: recorded {item.recorded}, replayed "
-                          f"{item.replayed} ({agree})")
+            _stdout.print(f"attempt {item.attempt}: recorded {escape(item.recorded)}, replayed "
+                          f"{escape(item.replayed)} ({agree})")
     sys.exit(EXIT_PASSED if report.consistent else EXIT_FAILED)
+
+
+def _writable_folder(path: Path) -> Path:
+    """The package folder, checked now (not made: an unsupported op leaves nothing): a bad
+    --out is bad input before any token is spent."""
+    if path.exists() and not path.is_dir():
+        raise BadInputError(f"{path}: not a folder, cannot write the package there")
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BadInputError(f"{path}: cannot write the package there ({ancestor} is not a "
+                            "writable folder)")
+    return path
 
 
 def _default_out(ref: Path, name: str, origin: str) -> Path:
@@ -252,7 +269,7 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
         if as_json:
             _emit_json(plan.to_json())
         else:
-            _stdout.print(f"{plan.action}: {plan.reason} ({plan.repo or '-'}"
+            _stdout.print(f"{plan.action}: {escape(plan.reason)} ({escape(plan.repo or '-')}"
                           f"#{plan.number if plan.number is not None else '-'}, op "
                           f"{plan.op or '-'})", soft_wrap=True)
         sys.exit(EXIT_PASSED)
@@ -270,7 +287,7 @@ def _run_plan(plan: Any, as_json: bool) -> NoReturn:
     if as_json:
         _emit_json(outcome.to_json())
     else:
-        _stdout.print(outcome.summary, soft_wrap=True)
+        _stdout.print(outcome.summary, soft_wrap=True, markup=False)
     sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
 
 
@@ -406,23 +423,25 @@ def _print_scan(rows: Any, toolchain: str) -> None:
 def _print_generate(outcome: Any) -> None:
     if outcome.backends:
         for item in outcome.backends:
-            _stdout.print(f"[bold]{escape(item.backend)}[/]: {item.status}", soft_wrap=True)
+            _stdout.print(f"[bold]{escape(item.backend)}[/]: {escape(item.status)}",
+                          soft_wrap=True)
             _print_generate(item)
-        _stdout.print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}")
+        _stdout.print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}",
+                      markup=False)
         return
     if outcome.status == "unsupported":
-        _stdout.print(f"[bold yellow]unsupported[/]: {outcome.message}", soft_wrap=True)
+        _stdout.print(f"[bold yellow]unsupported[/]: {escape(outcome.message)}", soft_wrap=True)
         return
     _stdout.print(f"{outcome.attempts} attempt(s), stopped because: {outcome.stopped_because}"
-                  f"; tokens: {outcome.tokens.total}")
+                  f"; tokens: {outcome.tokens.total}", markup=False)
     for note in outcome.notes:
-        _stdout.print(f"note: {note}", soft_wrap=True)
+        _stdout.print(f"note: {note}", soft_wrap=True, markup=False)
     if outcome.verification is not None:
         _print_verdict(outcome.verification)
         timing = outcome.verification.timing
         if timing is not None:
             _stdout.print(f"timing: kernel {timing.candidate_ms:.3f} ms, PyTorch "
                           f"{timing.reference_ms:.3f} ms on {timing.device} ({timing.note})",
-                          soft_wrap=True)
-    _stdout.print(f"operator package: {outcome.out}")
+                          soft_wrap=True, markup=False)
+    _stdout.print(f"operator package: {outcome.out}", markup=False)
 

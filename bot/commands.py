@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.agent.backends import backend_names, parse_backends
 from bot.errors import BadInputError
+from bot.text import quoted
 
 _BACKEND_USAGE = "|".join(backend_names())
 MAX_HINT_CHARS = 2000
@@ -92,7 +93,7 @@ _FLAGS = ("--backend", "--hint", "--force")
 def _unknown(word: str) -> str:
     close = difflib.get_close_matches(word, _FLAGS, n=1)
     suggestion = f" (did you mean {close[0]}?)" if close else ""
-    return f"unknown argument {word!r}{suggestion}"
+    return f"unknown argument {quoted(word)}{suggestion}"
 
 
 def _take_value(words: list[str], index: int, flag: str, flags: _Flags) -> tuple[str | None, int]:
@@ -117,7 +118,10 @@ def _parse_flags(words: list[str]) -> _Flags:
                 value, index = _take_value(words, index, name, flags)
             else:
                 index += 1
-            if name == "--backend":
+            if name == "--backend" and flags.backend is not None:
+                flags.errors.append("--backend is given twice: name several backends once, "
+                                    "comma-separated")
+            elif name == "--backend":
                 flags.backend = value
             else:
                 flags.hint = value
@@ -132,7 +136,7 @@ def _parse_flags(words: list[str]) -> _Flags:
             flags.backend = ",".join(parse_backends(flags.backend))
         except BadInputError:
             flags.errors.append(f"--backend must be one of {', '.join(backend_names())} (or "
-                                f"several, comma-separated), not {flags.backend!r}")
+                                f"several, comma-separated), not {quoted(flags.backend)}")
     if flags.hint is not None and len(flags.hint) > MAX_HINT_CHARS:
         flags.errors.append(f"--hint is longer than {MAX_HINT_CHARS} characters")
     return flags

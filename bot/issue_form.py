@@ -19,7 +19,7 @@ import yaml
 from bot.agent.backends import DEFAULT_BACKEND, backend_names
 from bot.errors import BadInputError, SpecError
 from bot.spec import OpSpec, derive_op_name, load_spec
-from bot.text import clean_text
+from bot.text import clean_text, quoted
 
 MAX_BODY_CHARS = 200_000
 LABEL_NAME = "Operator name"
@@ -66,7 +66,7 @@ Instead of the form, a ```yaml block holding a whole op.yaml is accepted too."""
 _HEADING = re.compile(r"^###[ \t]+(?P<label>.+?)[ \t]*$", re.MULTILINE)
 _CODE_BLOCK = re.compile(r"^(?P<fence>```|~~~)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                          re.DOTALL | re.MULTILINE)
-_CHECKED = re.compile(r"^\s*-\s*\[[xX]\]\s*(?P<item>\S+)", re.MULTILINE)
+_CHECKED = re.compile(r"^\s*[-*+]\s*\[[xX]\]\s*(?P<item>\S+)", re.MULTILINE)
 
 
 class FormError(BadInputError):
@@ -147,7 +147,8 @@ def parse_request(body: str) -> OpRequest:
         answers.get(LABEL_TARGETS.lower(), ""))) or (DEFAULT_BACKEND,)
     unknown = [target for target in targets if target not in backend_names()]
     if unknown:
-        problems.append(f"the '{LABEL_TARGETS}' section names {', '.join(unknown)}; the "
+        problems.append(f"the '{LABEL_TARGETS}' section names "
+                        f"{', '.join(quoted(name) for name in unknown[:5])}; the "
                         f"backends are {', '.join(backend_names())}")
     if problems:
         raise FormError("; ".join(problems) + ".")

@@ -17,3 +17,13 @@ def clean_text(text: str) -> str:
 def fence_free(text: str) -> str:
     """Text that cannot close the code fence it is quoted in."""
     return text.replace("```", "'''").replace("~~~", "'''")
+
+
+_MARKDOWN_ACTIVE = re.compile(r"([\\`*_\[\]()!<>@#|~])")
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """A person's word echoed back in a comment: cut short, quoted, and with every
+    Markdown-active character escaped (no image, link, mention or code fence)."""
+    cut = text if len(text) <= limit else f"{text[:limit]}..."
+    return "'" + _MARKDOWN_ACTIVE.sub(r"\\\1", cut.replace("\n", " ")) + "'"

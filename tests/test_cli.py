@@ -188,3 +188,29 @@ def test_generated_kernel_file_imports_without_running_anything(
                                timeout=300, check=False)
     assert completed.returncode == 0, completed.stderr
     assert "_kernel" in completed.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("--backend", "[/]"),
+    ("--backend", "triton,[bold]x"),
+    ("--out", "FILE"),
+    ("--out", "FILE/below"),
+])
+def test_bad_generate_arguments_are_exit_2_before_any_work(tmp_path: Path,
+                                                          args: tuple[str, str]) -> None:
+    afile = tmp_path / "afile.json"
+    afile.write_text("{}", encoding="utf-8")
+    value = args[1].replace("FILE", str(afile))
+    run = run_opbot("generate", str(EXAMPLES / "gelu" / "op.yaml"), "--llm", "offline",
+                    args[0], value, "--json")
+    assert run.code == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.startswith("error:")
+    assert afile.read_text(encoding="utf-8") == "{}"
+
+
+def test_markup_in_a_path_is_printed_not_interpreted(tmp_path: Path) -> None:
+    run = run_opbot("verify", str(tmp_path / "[/]op.yaml"), str(tmp_path / "x.py"))
+    assert run.code == 2
+    assert "Traceback" not in run.stderr
+    assert "[/]op.yaml" in run.stderr

@@ -30,3 +30,23 @@ def test_an_unknown_backend_is_refused_naming_the_known_ones(value: str) -> None
 
 def test_the_usage_lists_the_registry() -> None:
     assert all(name in REGEN_HELP.usage for name in backend_names())
+
+
+def test_an_echoed_value_cannot_render_an_image_or_a_mention() -> None:
+    command = parse_regen("--backend '![x](https://evil.example/p.png) @org/admins'")
+    assert command.problem is not None
+    assert "![" not in command.problem
+    assert " @org" not in command.problem
+    assert "\\@org" in command.problem
+
+
+def test_an_echoed_value_is_cut_short() -> None:
+    command = parse_regen("--backend " + "x" * 100_000)
+    assert command.problem is not None
+    assert len(command.problem) < 600
+
+
+def test_a_backend_given_twice_is_an_error_not_a_silent_choice() -> None:
+    command = parse_regen("--backend triton --backend ascendc")
+    assert command.problem is not None
+    assert "twice" in command.problem

@@ -134,3 +134,9 @@ def test_the_gitlab_template_parses(tmp_path: Path) -> None:
     template = yaml.safe_load((REPO / "actions" / "gitlab" / "opbot.gitlab-ci.yml")
                               .read_text(encoding="utf-8"))
     assert "opbot event --forge gitlab --event schedule --json" in template["opbot-scan"]["script"]
+
+
+def test_star_bullets_check_a_target_too() -> None:
+    body = _render({LABEL_NAME: "ReLU", LABEL_REFERENCE: REFERENCE}).replace(
+        "- [ ] ascendc", "* [x] ascendc")
+    assert "ascendc" in validate_issue(body).targets

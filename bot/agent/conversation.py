@@ -25,8 +25,9 @@ class TokenCount:
         return self.prompt + self.completion
 
     def add(self, completion: Completion) -> None:
-        self.prompt += completion.prompt_tokens
-        self.completion += completion.completion_tokens
+        # A buggy or hostile endpoint must not give budget back.
+        self.prompt += max(0, completion.prompt_tokens)
+        self.completion += max(0, completion.completion_tokens)
 
     def to_json(self) -> dict[str, int]:
         return {"prompt": self.prompt, "completion": self.completion, "total": self.total}

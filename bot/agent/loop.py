@@ -22,7 +22,7 @@ from bot.agent.backends.base import (
     NoMoreDrafts,
     Workbench,
 )
-from bot.agent.conversation import Conversation
+from bot.agent.conversation import Conversation, TokenCount
 from bot.agent.drafters import Drafter, LLMDrafter, OfflineDrafter
 from bot.agent.llm import LLMError
 from bot.agent.outcome import (
@@ -123,11 +123,12 @@ class Loop:
         self.latest = candidate
         self.transcript.record("candidate", attempt=self.drafts, files=candidate.written)
 
-    def precheck(self, candidate: Candidate) -> str | None:
+    def precheck(self, candidate: Candidate, variant: str | None = None) -> str | None:
         """Feedback when the no-device checks reject the candidate."""
         verdict = self.bench.precheck(candidate)
         if verdict.record:
-            self.transcript.record("precheck", attempt=self.drafts, **verdict.record)
+            extra = {"variant": variant} if variant else {}
+            self.transcript.record("precheck", attempt=self.drafts, **verdict.record, **extra)
         return None if verdict.ok else self._reject(verdict.feedback)
 
     def verify(self, candidate: Candidate, variant: str | None = None) -> VerifyResult:
@@ -174,6 +175,7 @@ class Loop:
             try:
                 feedback, stop = self.step(feedback)
             except NoMoreDrafts as exc:
+                self.drafts -= 1  # nothing was drafted
                 self.stopped_because = "no_more_drafts"
                 self.notes.append(str(exc))
                 return None
@@ -204,7 +206,7 @@ class Loop:
             self.progress(f"tuning: timing {variant.label}")
             self.transcript.record("tuning", attempt=self.drafts, label=variant.label,
                                    files=variant.candidate.written)
-            problems = self.precheck(variant.candidate)
+            problems = self.precheck(variant.candidate, variant.label)
             result = None if problems else self.verify(variant.candidate, variant.label)
             rows.append((variant.label, variant.estimate, result))
             if result is not None and _faster(result, best.result):
@@ -377,6 +379,8 @@ def _combined(spec: OpSpec, out: Path, generations: list[_Generation]) -> Genera
         verification=top.verification, message="\n\n".join(
             f"{item.backend}: {item.message}" for item in outcomes if item.message),
         stopped_because=top.stopped_because,
+        tokens=TokenCount(prompt=sum(item.tokens.prompt for item in outcomes),
+                          completion=sum(item.tokens.completion for item in outcomes)),
         notes=[f"{item.backend}: {note}" for item in outcomes for note in item.notes],
         backends=outcomes, recommended=best, transcript=top.transcript)
 
@@ -388,8 +392,11 @@ def generate(spec: OpSpec, *, backend: str | list[str], out: Path, progress: Pro
     """Generate for one backend or several side by side, into one package folder.
     `runners` replace backends' own runners, by backend name (tests inject recording ones)."""
     names = [backend] if isinstance(backend, str) else list(backend)
-    # The package's op.yaml records the backends it holds: later iterations use them.
+    # A written op.yaml records the backends the package holds: later iterations use them
+    # (a spec generated in place keeps the user's own op.yaml untouched).
     spec = replace(spec, targets=tuple(names))
+    for stale in out.glob("transcript*.jsonl"):  # an earlier run's: replay would mislead
+        stale.unlink()
     generations = [_generate_one(_Request(
         spec, name, out, progress, llm, budget or Budget(), timeout_s,
         (runners or {}).get(name), several=len(names) > 1)) for name in names]

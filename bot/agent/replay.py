@@ -48,15 +48,26 @@ class ReplayReport:
                 "attempts": [item.__dict__ for item in self.attempts], "notes": self.notes}
 
 
+def _attempt(entry: Mapping[str, Any]) -> int:
+    number = entry.get("attempt")
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise BadInputError(f"a {entry.get('kind')} entry has no attempt number: not an opbot "
+                            "transcript")
+    return number
+
+
 def _by_attempt(entries: list[dict[str, Any]], *kinds: str) -> dict[int, dict[str, Any]]:
-    return {int(entry["attempt"]): entry for entry in entries
+    return {_attempt(entry): entry for entry in entries
             if entry["kind"] in kinds and not entry.get("variant")}
 
 
 def _written(entry: Mapping[str, Any]) -> dict[str, str]:
     """What the drafter wrote; older Triton transcripts keep one `source`."""
-    if isinstance(entry.get("files"), dict):
-        return {str(name): str(text) for name, text in entry["files"].items()}
+    files = entry.get("files")
+    if isinstance(files, dict):
+        return {str(name): str(text) for name, text in files.items()}
+    if files is not None:
+        raise BadInputError("a candidate entry's files are not a mapping of names to text")
     return {"candidate.py": str(entry.get("source", ""))}
 
 
@@ -80,7 +91,8 @@ class _Replay:
                                    [{"check": "reply", "message": str(exc)}])
         precheck = self.bench.precheck(candidate)
         recorded_static = self.prechecks.get(number)
-        recorded = "none" if recorded_static is None else _static(bool(recorded_static["ok"]))
+        recorded = "none" if recorded_static is None else _static(
+            recorded_static.get("ok") is True)
         reasons: list[dict[str, Any]] = [{"check": "static", "message": error}
                                          for error in precheck.record.get("errors", [])]
         # Judge again where this machine can and the run did (or had no static stage).
@@ -88,7 +100,7 @@ class _Replay:
             result = self.bench.verify(candidate, self.folder / f"attempt-{number}",
                                        time_it=False)
             verdict = self.verdicts.get(number)
-            return ReplayedAttempt(number, str(verdict["status"]) if verdict else "none",
+            return ReplayedAttempt(number, str(verdict.get("status")) if verdict else "none",
                                    result.status,
                                    [reason.to_json() for reason in result.reasons])
         return ReplayedAttempt(number, recorded, _static(precheck.ok), reasons)
@@ -100,6 +112,9 @@ def replay_transcript(path: Path, runners: Mapping[str, Runner] | None = None) -
     if start is None:
         raise BadInputError(f"{path}: no start entry: not an opbot transcript")
     agent = get_backend(str(start.get("backend") or DEFAULT_BACKEND))
+    if not isinstance(start.get("spec_yaml"), str) or not isinstance(
+            start.get("reference_source"), str):
+        raise BadInputError(f"{path}: the start entry lacks the spec and the reference")
     report = ReplayReport(op=str(start.get("op", "?")))
     with private_workdir("opbot-replay-") as folder:
         (folder / "op.yaml").write_text(str(start["spec_yaml"]), encoding="utf-8")
@@ -125,5 +140,5 @@ def replay_transcript(path: Path, runners: Mapping[str, Runner] | None = None) -
                          _by_attempt(entries, "precheck", "static"), verdicts, folder)
         for entry in entries:
             if entry["kind"] in ("candidate", "package"):  # "package": older Ascend C runs
-                report.attempts.append(replay.attempt(int(entry["attempt"]), _written(entry)))
+                report.attempts.append(replay.attempt(_attempt(entry), _written(entry)))
     return report

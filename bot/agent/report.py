@@ -58,12 +58,25 @@ class PerfSection:
     tuning: list[TuningRow] = field(default_factory=list)
 
 
-def recommended(sections: list[PerfSection]) -> str | None:
-    """The fastest verified backend, by median device time; None when none was timed."""
-    timed = [(section.result.timing.candidate_ms, index)
-             for index, section in enumerate(sections)
+def _timed(sections: list[PerfSection]) -> list[PerfSection]:
+    """Verified and timed sections; interpreter timings only when nothing ran on a device
+    (a CPU interpreter's wall clock says nothing next to a device's)."""
+    timed = [section for section in sections
              if section.result and section.result.passed and section.result.timing]
-    return sections[min(timed)[1]].backend if timed else None
+    on_device = [section for section in timed
+                 if section.result and not section.result.device.startswith("cpu")]
+    return on_device or timed
+
+
+def recommended(sections: list[PerfSection]) -> str | None:
+    """The fastest verified backend, by median time; None when none was timed."""
+    timed = _timed(sections)
+
+    def median(section: PerfSection) -> float:
+        timing = section.result.timing if section.result else None
+        return timing.candidate_ms if timing else float("inf")
+
+    return min(timed, key=median).backend if timed else None
 
 
 def tuning_table(rows: list[TuningRow]) -> list[str]:
@@ -112,10 +125,17 @@ def _section_body(section: PerfSection, level: str) -> list[str]:
 def _recommendation(sections: list[PerfSection], best: str | None) -> str:
     if best is None:
         return "No backend was both verified and timed here, so none is recommended."
-    timed = [section for section in sections
-             if section.result and section.result.passed and section.result.timing]
-    why = "the faster verified one" if len(timed) > 1 else "the only one verified and timed here"
-    return f"Recommended: **{best}**, {why}."
+    timed = _timed(sections)
+    devices = sorted({section.result.device for section in timed if section.result})
+    if len(timed) > 1:
+        why = "the faster verified one"
+    elif devices[0].startswith("cpu"):
+        why = "the only one verified here (interpreter timings, not device speed)"
+    else:
+        why = "the only one verified and timed on a device here"
+    caveat = (f" The timings come from different devices ({', '.join(devices)}): compare "
+              "them on one runner before relying on the ranking." if len(devices) > 1 else "")
+    return f"Recommended: **{best}**, {why}.{caveat}"
 
 
 def comparison_table(sections: list[PerfSection], best: str | None) -> list[str]:
@@ -141,8 +161,9 @@ def perf_markdown(op: str, sections: list[PerfSection]) -> str:
         return "\n".join(lines) + "\n"
     best = recommended(sections)
     lines += ["## Comparison", "",
-              "Every backend ran the same cases (shapes, dtypes, tolerances) against the same "
-              "reference; each verification drew its own secret seed for the inputs. "
+              "Each backend is verified on the same cases (shapes, dtypes, tolerances) against "
+              "the same reference, each verification with its own secret seed for the inputs; "
+              "a backend marked not verified ran none of them. "
               + _recommendation(sections, best), ""]
     lines += comparison_table(sections, best)
     for section in sections:

@@ -797,8 +797,12 @@ def render_package(request: PackageRequest) -> dict[str, str]:
 def write_package(files: Mapping[str, str], root: Path) -> list[Path]:
     """Write the files under the op folder `root`; build.sh is made executable."""
     written: list[Path] = []
+    base = root.resolve()
     for relative, text in files.items():
-        path = root / relative
+        path = (root / relative).resolve()
+        # The names come from generators and models: none may leave the op folder.
+        if Path(relative).is_absolute() or not path.is_relative_to(base) or path == base:
+            raise PackageError(f"{relative}: a package file must stay inside {root.name}/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         if path.suffix == ".sh":

@@ -10,6 +10,7 @@ draft passed, tuning must keep the fastest verified draft, and replay must agree
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,14 +19,16 @@ from pathlib import Path
 import pytest
 
 from bot.agent.backends import backend_names, get_backend
-from bot.agent.llm import LLMSettings, OpenAIChatClient
+from bot.agent.conversation import TokenCount
+from bot.agent.llm import Completion, LLMSettings, OpenAIChatClient
 from bot.agent.loop import TUNING_SKIPPED, generate
 from bot.agent.outcome import Budget, GenerateOutcome, LLMChoice
 from bot.agent.replay import replay_transcript
 from bot.spec import OpSpec, load_spec
+from runners.base import BACKENDS as RUNNER_BACKENDS
 from runners.base import Availability, Failure, Timing, VerifyRequest, VerifyResult
 from tests.fake_llm import ScriptedLLM, Step
-from tests.support import DATA, EXAMPLES
+from tests.support import DATA, EXAMPLES, REPO
 
 KEY = "sk-opbot-contract-5c1e0d"
 ASCEND_KERNEL = (DATA / "ascendc_golden" / "legacy" / "gelu" / "ascendc" /
@@ -109,6 +112,14 @@ BACKENDS = backend_names()
 def test_the_registry_names_every_backend_once() -> None:
     assert len(set(BACKENDS)) == len(BACKENDS) >= 2
     assert set(REPLIES) == set(BACKENDS), "give the contract suite a reply for each backend"
+
+
+def test_the_spec_schema_and_the_runners_know_every_registered_backend() -> None:
+    # A backend the registry offers must be writable in op.yaml and runnable by a runner.
+    schema = json.loads((REPO / "bot" / "schemas" / "op-spec.schema.json").read_text(
+        encoding="utf-8"))
+    assert schema["properties"]["targets"]["items"]["enum"] == list(BACKENDS)
+    assert RUNNER_BACKENDS == BACKENDS
     for name in BACKENDS:
         assert get_backend(name).name == name
         assert get_backend(name).title
@@ -226,6 +237,8 @@ def test_both_backends_side_by_side_share_a_package_and_compare(spec: OpSpec,
         outcome = _run(server, spec, out, [first, second], runners)
     assert outcome.status == "passed"
     assert [item.backend for item in outcome.backends] == [first, second]
+    # Spend counts every backend's conversation: the ledger charges all of it.
+    assert outcome.tokens.total == sum(item.tokens.total for item in outcome.backends) > 0
     assert outcome.recommended == first
     data = outcome.to_json()
     assert data["recommended"] == first
@@ -255,3 +268,10 @@ def test_side_by_side_recommends_only_a_verified_backend(spec: OpSpec, tmp_path:
     assert [item.status for item in outcome.backends] == ["failed", "passed"]
     assert outcome.recommended == second
     assert outcome.status == "passed"
+
+
+def test_negative_token_counts_from_an_endpoint_give_no_budget_back() -> None:
+    tokens = TokenCount()
+    tokens.add(Completion(text="", prompt_tokens=-5000, completion_tokens=-7))
+    tokens.add(Completion(text="", prompt_tokens=10, completion_tokens=3))
+    assert (tokens.prompt, tokens.completion) == (10, 3)

@@ -96,8 +96,8 @@ class AscendCWorkbench:
         if drafted.status == "unsupported":
             raise DraftUnsupported(OFFLINE_SCOPE.format(reason=drafted.reason),
                                    drafted.unsupported_ops)
-        self.current = skeleton_from_package(drafted.files)
-        return self._candidate(self.current, dict(drafted.files))
+        # The worker ran the reference (user code): its answer is checked like a reply.
+        return self.adopt(dict(drafted.files))
 
     def start_from_templates(self) -> None:
         """For a model: the offline generator's package when it lowers the op, else the
@@ -107,7 +107,11 @@ class AscendCWorkbench:
                               "toolchain)")
         drafted = self.offline_package()
         if drafted.status == "generated":
-            skeleton = skeleton_from_package(drafted.files)
+            try:
+                skeleton = _skeleton_of(self.adopt(dict(drafted.files)))
+            except ReplyError as exc:
+                raise BadInputError(f"the offline generator's package is unusable: {exc}") \
+                    from None
         elif spec.inputs is None:
             raise DraftUnsupported(
                 f"the offline generator cannot lower this reference ({drafted.reason}) and "
@@ -160,8 +164,19 @@ class AscendCWorkbench:
 
     def adopt(self, written: Mapping[str, str]) -> Candidate:
         if self.current is None:  # the offline generator's whole package, replayed
-            self.current = skeleton_from_package(written)
+            outside = sorted(name for name in written if not name.startswith("ascendc/")
+                             or ".." in Path(name).parts or Path(name).is_absolute())
+            if outside:
+                raise ReplyError(f"{', '.join(outside)}: outside the package's ascendc/")
+            try:
+                self.current = skeleton_from_package(written)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ReplyError(f"not an Ascend C package: {exc}") from None
             return self._candidate(self.current, dict(written))
+        foreign = sorted(set(written) - set(self.skeleton.writable))
+        if foreign:  # a replayed transcript is input too: only the model's files
+            raise ReplyError(f"{', '.join(foreign)}: not a file a draft may write "
+                             f"({', '.join(self.skeleton.writable)})")
         try:
             package = self.skeleton.compose(written)
         except PackageError as exc:
@@ -218,8 +233,8 @@ class AscendCWorkbench:
             return [f"Device timings come from the package's benchmark on the runner's NPU "
                     f"({result.timing.device}), {result.timing.trials} trials."]
         if not self.availability.available:
-            return [f"Device timings: not measured. {self.availability.reason}; an Ascend "
-                    "runner with CANN and an NPU times the package (`opbot verify ... "
+            return [f"Device timings: not measured here ({self.availability.reason}). An "
+                    "Ascend runner with CANN and an NPU times the package (`opbot verify ... "
                     "--backend ascendc`)."]
         return ["Device timings: not measured (the package did not pass verification)."]
 

@@ -131,7 +131,7 @@ class TritonWorkbench:
             return [f"> {INTERPRETER_CAVEAT}"]
         reason = self.unverifiable()
         if result is None and reason is not None:
-            return [f"Timings: not measured. {reason}."]
+            return [f"Timings: not measured here ({reason})."]
         return []
 
     def unsupported_message(self, error: DraftUnsupported) -> str:
