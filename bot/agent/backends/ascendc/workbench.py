@@ -10,7 +10,7 @@ package is written but never called passed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +133,7 @@ class AscendCWorkbench:
             composed = skeleton.compose({skeleton.kernel_name: draft})
         except PackageError:
             return skeleton  # not a kernel of this contract: the model starts from the package
-        return Skeleton(op=composed.op, generation=composed.generation, inputs=composed.inputs,
-                        outputs=composed.outputs, dtypes=composed.dtypes,
-                        files=composed.files, has_draft=True)
+        return replace(composed, has_draft=True)
 
     @property
     def skeleton(self) -> Skeleton:
