@@ -39,7 +39,14 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[str], None]]:
-    """A spinner with the current step on a terminal; silent with --json or when piped."""
+    """A spinner with the current step on a terminal; silent with --json or when piped,
+    except for a caller that asks for plain progress lines on stderr (the bot's job, which
+    shows each attempt on the pull request)."""
+    from bot.generation_step import PROGRESS_LINES_VARIABLE, PROGRESS_PREFIX
+
+    if os.environ.get(PROGRESS_LINES_VARIABLE) == "1":
+        yield lambda message: print(f"{PROGRESS_PREFIX}{message}", file=sys.stderr, flush=True)
+        return
     if not enabled or not _stderr.is_terminal:
         yield lambda _message: None
         return
@@ -252,19 +259,30 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
               help="The delivery's JSON body; default: GITHUB_EVENT_PATH.")
 @click.option("--dry-run", is_flag=True, help="Touch nothing: print the plan.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
-              help="A policy file over the defaults (trigger label, sandbox, budgets).")
+              help="The operator's policy over the defaults (trigger label, sandbox, "
+              "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def event(*, forge_name: str | None, event_name: str | None, payload: Path | None,
           dry_run: bool, policy_file: Path | None, as_json: bool) -> None:
     """Plan (and unless --dry-run, carry out) one webhook delivery or Actions event."""
     from bot.event_input import read_event
+    from bot.forge.registry import plugin
+    from bot.identity import Identities
+    from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
     try:
         policy = _apply_policy(policy_file)
         delivery = read_event(forge_name, event_name, payload)
     except OpbotError as exc:
         _fail(str(exc))
-    plan = delivery.plan(trigger_label=policy.trigger_label)
+    # A dry run touches nothing: the bot is who OPBOT_BOT_LOGIN says; a real run asks the
+    # forge who its token is.
+    identities = None if dry_run else Identities()
+    label = policy.trigger_label
+    if not dry_run:  # the repository may name its own label in its .opbot.yaml
+        labels = TriggerLabels(policy, policy_text_from_environment(os.environ))
+        label = labels.label_for(delivery.forge, plugin(delivery.forge).repo_of(delivery.payload))
+    plan = delivery.plan(identities, trigger_label=label)
     if dry_run:
         if as_json:
             _emit_json(plan.to_json())
@@ -273,15 +291,16 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
                           f"#{plan.number if plan.number is not None else '-'}, op "
                           f"{plan.op or '-'})", soft_wrap=True)
         sys.exit(EXIT_PASSED)
-    _run_plan(plan, as_json)
+    _run_plan(plan, as_json, policy, identities)
 
 
-def _run_plan(plan: Any, as_json: bool) -> NoReturn:
+def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = None
+              ) -> NoReturn:
     """Carry a plan out on its forge (credentials from the environment) and report."""
     from bot.jobs import run_plan_from_environment
 
     try:
-        outcome = run_plan_from_environment(plan)
+        outcome = run_plan_from_environment(plan, policy=policy, identities=identities)
     except OpbotError as exc:
         _fail(str(exc))
     if as_json:
@@ -301,7 +320,8 @@ def _run_plan(plan: Any, as_json: bool) -> NoReturn:
 @click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".opbot-state"),
               show_default=True, help="Where the durable job queue lives.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
-              help="A policy file over the defaults (trigger label, sandbox, budgets).")
+              help="The operator's policy over the defaults (trigger label, sandbox, "
+              "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
 @click.option("--dispatch", is_flag=True,
               help="Hand each job to the CI system (GitHub repository_dispatch, a GitLab "
               "pipeline) instead of running it here.")
@@ -316,8 +336,8 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         policy = _apply_policy(policy_file)
     except OpbotError as exc:
         _fail(str(exc))
-    run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir,
-               trigger_label=policy.trigger_label, dispatch=dispatch)
+    run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir, policy=policy,
+               dispatch=dispatch)
 
 
 # -- scan -----------------------------------------------------------------------------------

@@ -29,9 +29,10 @@ class CommandHelp:
     examples: tuple[str, ...]
 
     def render(self) -> str:
-        examples = "\n".join(f"    {example}" for example in self.examples)
+        # Examples sit in a fence: the bot's own help must never read as a command.
+        examples = "\n".join(self.examples)
         return (f"`{self.usage}`: {self.description} Who may use it: {self.who}.\n"
-                f"Examples:\n{examples}")
+                f"Examples:\n```\n{examples}\n```")
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,20 @@ REGEN_HELP = CommandHelp(
               '/regen --hint "use a two-pass softmax"', "/regen --force"),
 )
 
-_COMMAND_LINE = re.compile(r"^[ \t]*/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
-_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+# Markdown: four spaces (or a tab) of indentation make a code block, so a command may be
+# indented by three spaces at most.
+_COMMAND_LINE = re.compile(r"^ {0,3}/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_HTML_COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.DOTALL)
 
 
 def command_lines(body: str) -> list[tuple[str, str]]:
-    """(name, arguments) of each line that starts with a slash command, quotes and code
-    blocks excluded."""
+    """(name, arguments) of each line that starts with a slash command; quotes, code
+    blocks (fenced or indented) and hidden HTML comments excluded. Lines end at "\n" only:
+    a Unicode line separator does not start a new line in a rendered comment."""
     found: list[tuple[str, str]] = []
     in_fence = False
-    for line in body.splitlines():
+    for line in _HTML_COMMENT.sub("", body).replace("\r\n", "\n").split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
             continue
@@ -155,13 +160,41 @@ def parse_regen(arguments: str) -> RegenCommand:
     return RegenCommand(backend=flags.backend, hint=flags.hint, force=flags.force)
 
 
-def find_regen(body: str) -> RegenCommand | None:
-    """The first /regen command of a comment, or None."""
+HELP_HELP = CommandHelp(
+    name="help", usage="/help", description="list the commands opbot understands.",
+    who="anyone who may comment here", examples=("/help",))
+
+CANCEL_HELP = CommandHelp(
+    name="cancel", usage="/cancel",
+    description="stop opbot's queued and running work on this operator (the bot's branch and "
+    "pull request stay as they are).",
+    who="people with write permission on the repository", examples=("/cancel",))
+
+# Every command opbot reads, with its help; bot/jobs.py pairs each with its handler (and a
+# test checks that no command lacks one), so /help can never list what does not exist.
+COMMANDS: dict[str, CommandHelp] = {help.name: help
+                                    for help in (REGEN_HELP, CANCEL_HELP, HELP_HELP)}
+
+
+@dataclass(frozen=True)
+class FoundCommand:
+    name: str
+    regen: RegenCommand | None = None  # /regen's flags
+
+
+def find_command(body: str) -> FoundCommand | None:
+    """The first command of a comment that opbot knows (others' commands are not ours)."""
     for name, arguments in command_lines(body):
-        if name == "regen":
-            return parse_regen(arguments)
+        if name == REGEN_HELP.name:
+            return FoundCommand(name, parse_regen(arguments))
+        if name in COMMANDS:
+            return FoundCommand(name)
     return None
 
 
-# Handler and help together, as Prow registers them; an explicit list, no import magic.
-COMMANDS: dict[str, CommandHelp] = {REGEN_HELP.name: REGEN_HELP}
+def find_regen(body: str) -> RegenCommand | None:
+    """The first /regen command of a comment, or None."""
+    for name, arguments in command_lines(body):
+        if name == REGEN_HELP.name:
+            return parse_regen(arguments)
+    return None

@@ -13,10 +13,10 @@ from typing import Any
 from bot.errors import BadInputError
 from bot.events import TRIGGER_LABEL, Plan, plan_event
 from bot.forge import registry
-from bot.forge.base import ForgeName
+from bot.forge.base import ForgeError, ForgeName
+from bot.identity import BOT_LOGIN_VARIABLE, Identities
 
 MAX_PAYLOAD_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
-BOT_LOGIN_VARIABLE = "OPBOT_BOT_LOGIN"
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,17 @@ class Delivery:
     event: str
     payload: Any
 
-    def plan(self, environ: Mapping[str, str] | None = None,
+    def plan(self, identities: Identities | None = None,
              trigger_label: str = TRIGGER_LABEL) -> Plan:
-        env = os.environ if environ is None else environ
-        return plan_event(self.forge, self.event, self.payload,
-                          bot_login=env.get(BOT_LOGIN_VARIABLE) or None,
+        """The delivery's plan; the bot's own events are known by `identities` (default:
+        the OPBOT_BOT_LOGIN override alone, which touches nothing: dry runs)."""
+        who = identities or Identities(lookup=_no_lookup)
+        return plan_event(self.forge, self.event, self.payload, bot_login=who.login(self.forge),
                           trigger_label=trigger_label)
+
+
+def _no_lookup(forge: str, environ: Mapping[str, str]) -> str:
+    raise ForgeError(f"a dry run does not ask {forge} who the bot is (set {BOT_LOGIN_VARIABLE})")
 
 
 def _read_payload(path: Path) -> Any:
@@ -65,4 +70,7 @@ def read_event(forge: str | None, event: str | None, payload: Path | None,
         data: Any = dict(ci.scheduled_payload)
     else:
         data = _read_payload(path)
+        if name == "schedule" and isinstance(data, dict):
+            # A scheduled run's event file need not name the repository: the CI's does.
+            data = {**ci.scheduled_payload, **data}
     return Delivery(forge=plugin.name, event=name, payload=data)

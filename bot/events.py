@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from bot.commands import RegenCommand, find_regen
+from bot.commands import RegenCommand, find_command
 from bot.forge import registry
 from bot.forge.base import ForgeName
 from bot.forge.inbound import (
@@ -36,7 +36,7 @@ from bot.forge.payload import integer
 from bot.issue_form import op_name_from_body
 
 __all__ = ["ACTIONS", "BOT_BRANCH_PREFIX", "TRIGGER_LABEL", "Action", "GenericComment", "Plan",
-           "PlanContext", "op_of_branch", "plan_comment", "plan_event"]
+           "PlanContext", "job_key", "op_of_branch", "plan_comment", "plan_event"]
 
 # What a parser may raise on a payload that is not what it claims.
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
@@ -78,6 +78,16 @@ class Plan(Trigger):
         return cls(**{field.name: getattr(trigger, field.name) for field in fields(Trigger)})
 
 
+# An approval asks for no change ("LGTM" is praise, not a request); a dismissal withdraws one.
+_NOTHING_TO_CHANGE = ("approved", "dismissed")
+
+
+def job_key(plan: Plan) -> str:
+    """Jobs with one key run one at a time: one job per operator (or issue) at once."""
+    subject = plan.op or (f"#{plan.number}" if plan.number is not None else plan.action)
+    return f"{plan.forge}:{plan.repo}:{subject}"
+
+
 def plan_comment(comment: GenericComment) -> Plan:
     def plan(action: Action, reason: str, **extra: Any) -> Plan:
         return Plan(action=action, reason=reason, forge=comment.forge, event=comment.event,
@@ -90,24 +100,27 @@ def plan_comment(comment: GenericComment) -> Plan:
         return plan("ignore", "the comment is the bot's own")
     if comment.number is None or comment.repo is None:
         return plan("ignore", "the payload names no issue or pull request")
-    command = find_regen(comment.body)
-    if command is not None:
+    if comment.from_fork:
+        return plan("ignore", "a pull request from a fork: opbot never runs a fork's code")
+    found = find_command(comment.body)
+    if found is not None:
+        action: Action = "regen" if found.name == "regen" else \
+            "cancel" if found.name == "cancel" else "help"
+        where = "an op request issue" if comment.target == "issue" else "a pull request"
         if comment.target == "issue":
             if comment.issue_labels is not None and not has_trigger(comment.issue_labels,
                                                                     comment.trigger_label):
-                return plan("ignore", f"/regen on an issue without the {comment.trigger_label} "
-                            "label")
-            return plan("regen", "/regen on an op request issue", command=command)
-        if comment.head_branch is not None and op_of_branch(comment.head_branch) is None:
-            return plan("ignore", "/regen on a pull request that is not the bot's")
-        return plan("regen", "/regen on a pull request", command=command)
+                return plan("ignore", f"/{found.name} on an issue without the "
+                            f"{comment.trigger_label} label")
+        elif comment.head_branch is not None and op_of_branch(comment.head_branch) is None:
+            return plan("ignore", f"/{found.name} on a pull request that is not the bot's")
+        return plan(action, f"/{found.name} on {where}", command=found.regen)
     if comment.target != "pull" or op_of_branch(comment.head_branch) is None:
         return plan("ignore", "a comment with no command, not a review of a bot pull request")
     if comment.source == "review":
-        if comment.review_state == "changes_requested" or comment.body.strip():
-            return plan("iterate-review", "a review with a body or changes requested on a "
-                        "bot pull request")
-        return plan("ignore", "a review without a body or requested changes")
+        if comment.review_state in _NOTHING_TO_CHANGE:
+            return plan("ignore", f"a review that asks for nothing ({comment.review_state})")
+        return plan("iterate-review", "a review on a bot pull request")
     if comment.source == "review_comment":
         return plan("iterate-review", "a review comment on a bot pull request")
     return plan("ignore", "a plain comment on a bot pull request (reviews and review "

@@ -31,6 +31,25 @@ class NoLedger:
         return None
 
 
+class JobControl(Protocol):
+    """Steering other jobs (/cancel): the server's queue; Actions mode has none."""
+
+    def cancel(self, key: str) -> int:
+        """Drop the queued jobs of `key`, ask its running one to stop; how many."""
+        ...
+
+
+class NoJobControl:
+    """Actions mode: each event is its own workflow run, cancelled from the Actions UI."""
+
+    def cancel(self, key: str) -> int:
+        return 0
+
+
+def _never() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class JobSettings:
     bot_login: str | None = None
@@ -40,6 +59,8 @@ class JobSettings:
     dashboard_issue: int | None = None
     ledger: SpendLedger = field(default_factory=NoLedger)
     policy: Policy = field(default_factory=default_policy)
+    jobs: JobControl = field(default_factory=NoJobControl)
+    stopped: Callable[[], bool] = _never  # /cancel asked this job to stop
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None,

@@ -29,8 +29,16 @@ STATUS_MARKER = "<!-- opbot:status -->"
 _PR_MARKER = re.compile(r"<!-- opbot:marker (?P<json>\{.*?\}) -->", re.DOTALL)
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_CHANGE_BYTES = 8 * 1024 * 1024
-BOT_NAME = os.environ.get("OPBOT_GIT_NAME", "opbot")
-BOT_EMAIL = os.environ.get("OPBOT_GIT_EMAIL", "opbot@users.noreply.github.com")
+# The bot's commit identity (an empty setting means the default, never an empty name).
+BOT_NAME = os.environ.get("OPBOT_GIT_NAME") or "opbot"
+BOT_EMAIL = os.environ.get("OPBOT_GIT_EMAIL") or "opbot@users.noreply.github.com"
+
+
+# A credential helper is a shell snippet when it starts with `!`; it reads the values from
+# the environment git was given, so the secret never appears in a command line.
+_CREDENTIAL_HELPER = ('!f() { test "$1" = get || exit 0; '
+                      'echo "username=$OPBOT_GIT_USERNAME"; echo "password=$OPBOT_GIT_PASSWORD"; '
+                      '}; f')
 
 
 class PublishError(OpbotError):
@@ -71,17 +79,26 @@ def read_marker(body: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def with_marker(body: str, data: dict[str, Any]) -> str:
+    """`body` with its marker replaced by one holding `data` (added first if it had none)."""
+    fresh = marker(data)
+    if _PR_MARKER.search(body or ""):
+        return _PR_MARKER.sub(lambda _match: fresh, body, count=1)
+    return f"{fresh}\n{body}"
+
+
 def _public(text: str) -> str:
     """What may be posted: known secrets redacted, within the forge's limit."""
     return trim(Redactor.from_environment().text(text))
 
 
 def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None) -> Comment:
-    """Edit the bot's status comment in place; create it the first time."""
+    """Edit the bot's status comment in place; create it the first time. Only a comment
+    the bot wrote is ever edited: anyone can paste the marker into theirs. With the bot's
+    identity unknown, no comment is its own (a new one is posted)."""
     body = _public(f"{STATUS_MARKER}\n{text}")
     for comment in forge.list_comments(target):
-        mine = bot_login is None or comment.author == bot_login
-        if mine and comment.body.startswith(STATUS_MARKER):
+        if bot_login and comment.author == bot_login and comment.body.startswith(STATUS_MARKER):
             return forge.update_comment(target, comment.id, body)
     return forge.create_comment(target, body)
 
@@ -133,19 +150,35 @@ class GitWorkspace:
     redactor: Redactor
     based_on: str = ""  # the bot branch's remote head when work began ("" when new)
 
+    credentials: tuple[str, str] | None = None  # (username, password) for the remote
+
     @classmethod
-    def clone(cls, url: str, path: Path, redactor: Redactor) -> GitWorkspace:
-        workspace = cls(path.parent, redactor)
+    def clone(cls, url: str, path: Path, redactor: Redactor,
+              credentials: tuple[str, str] | None = None) -> GitWorkspace:
+        """A clone of `url`; `credentials` reach git through a credential helper that reads
+        them from git's environment: never in a URL, an argument list or .git/config."""
+        workspace = cls(path.parent, redactor, credentials=credentials)
         workspace.git("clone", "--quiet", url, str(path))
-        workspace = cls(path, redactor)
+        workspace = cls(path, redactor, credentials=credentials)
         workspace.git("config", "user.name", BOT_NAME)
         workspace.git("config", "user.email", BOT_EMAIL)
         return workspace
 
+    def _environment(self) -> dict[str, str]:
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        if self.credentials is not None:
+            username, password = self.credentials
+            # git runs the helper with `get` and reads username=/password= lines; the values
+            # stay in this process tree's environment.
+            env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="credential.helper",
+                       GIT_CONFIG_VALUE_0=_CREDENTIAL_HELPER, OPBOT_GIT_USERNAME=username,
+                       OPBOT_GIT_PASSWORD=password)
+        return env
+
     def git(self, *args: str, check: bool = True) -> str:
         completed = subprocess.run(["git", *args], cwd=self.path,  # noqa: S607 - git from PATH
                                    capture_output=True, text=True, timeout=300, check=False,
-                                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+                                   env=self._environment())
         if check and completed.returncode != 0:
             detail = self.redactor.text((completed.stderr or completed.stdout).strip()[-2000:])
             raise PublishError(f"git {args[0]} failed: {detail}")
@@ -154,13 +187,16 @@ class GitWorkspace:
     def remote_branch_exists(self, branch: str) -> bool:
         return bool(self.git("ls-remote", "--heads", "origin", branch))
 
-    def start_branch(self, branch: str, base: str) -> None:
-        """Work on `branch` as the forge has it (or fresh from `base`)."""
+    def start_branch(self, branch: str, base: str, *, from_base: bool = False) -> None:
+        """Work on `branch` as the forge has it (or fresh from `base`). `from_base`: rebuild
+        it from `base` (/regen --force): what others pushed to it is dropped, knowingly —
+        the push's lease still names the head seen here, so nothing pushed since is lost."""
         if self.remote_branch_exists(branch):
             self.git("fetch", "--quiet", "origin", f"+refs/heads/{branch}:refs/remotes/origin/"
                      f"{branch}")
-            self.git("checkout", "--quiet", "-B", branch, f"origin/{branch}")
             self.based_on = self.git("rev-parse", f"origin/{branch}")
+            start = f"origin/{base}" if from_base else f"origin/{branch}"
+            self.git("checkout", "--quiet", "-B", branch, start)
         else:
             self.git("checkout", "--quiet", "-B", branch, f"origin/{base}")
             self.based_on = ""
@@ -171,18 +207,36 @@ class GitWorkspace:
             shutil.rmtree(target)
         shutil.copytree(source, target, symlinks=True)
 
-    def commit(self, message: str, paths: Sequence[str]) -> str | None:
-        """Commit the given paths; None when nothing changed."""
-        self.git("add", "--all", "--", *paths)
-        if not self.git("status", "--porcelain", "--", *paths):
+    def commit(self, message: str, folder: str) -> str | None:
+        """Commit everything under `folder` as it now is — new, changed and removed files
+        (a regeneration's stale files leave the branch); None when nothing changed."""
+        self.git("add", "--all", "--", folder)
+        if not self.git("status", "--porcelain", "--", folder):
             return None
         self.git("commit", "--quiet", "-m", message)
         return self.git("rev-parse", "HEAD")
+
+    def changed_since(self, start: str) -> list[str]:
+        """Paths that differ between `start` and HEAD."""
+        if not start:
+            return []
+        return self.git("diff", "--name-only", start, "HEAD").splitlines()
 
     def push(self, branch: str) -> None:
         # The lease names the head the bot built on: a push someone made since is never lost.
         lease = f"--force-with-lease=refs/heads/{branch}:{self.based_on}"
         self.git("push", "--quiet", lease, "origin", f"{branch}:refs/heads/{branch}")
+
+
+@dataclass(frozen=True)
+class Published:
+    """A generation as it landed: its pull request and the commit it pushed."""
+
+    number: int
+    url: str
+    created: bool
+    head_sha: str
+    changed: tuple[str, ...]  # paths the new commit changed (empty: nothing was pushed)
 
 
 # -- the pull request ----------------------------------------------------------------------

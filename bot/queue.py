@@ -2,9 +2,12 @@
 
 Jobs survive a restart: a job that was running when the server died is queued again (up
 to a limit). Redeliveries are recognised by their delivery id, atomically, so two copies
-of one delivery arriving together still make one job. A job put back for a later try
-(`retry`) waits until its time, and holds back the later jobs of its key meanwhile, so one
-operator's jobs keep their order.
+of one delivery arriving together still make one job. Deliveries that name the same
+request (an issue form's `opened` and `labeled`, the N comments of one review, the
+check suite and the workflow run of one CI failure) coalesce into one job by the
+request's id (`RequestKey`); a job may wait a moment for the rest of a burst (`settle_s`).
+A job put back for a later try (`retry`) waits until its time, and holds back the later
+jobs of its key meanwhile, so one operator's jobs keep their order.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_RUNS = 3  # a job that kills its worker this many times is given up
+CONTROL_PREFIX = "control:"  # keys of jobs that steer other jobs (/cancel)
 
 
 def _today() -> str:
@@ -37,7 +41,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     result TEXT,
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    not_before REAL NOT NULL DEFAULT 0  -- a retried job is not claimed before this time
+    not_before REAL NOT NULL DEFAULT 0,  -- a retried job is not claimed before this time
+    request TEXT,                    -- what the job changes (see RequestKey); NULL: unique
+    cancel INTEGER NOT NULL DEFAULT 0  -- /cancel asked a running job to stop
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
 CREATE TABLE IF NOT EXISTS spend (
@@ -47,6 +53,23 @@ CREATE TABLE IF NOT EXISTS spend (
     PRIMARY KEY (repo, day)
 );
 """
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """What a job changes: a new delivery for the same request joins an earlier job of it,
+    if that job's status is in `joins` and it was created within `within_s` seconds."""
+
+    id: str
+    joins: tuple[str, ...] = ("queued",)
+    within_s: float = float("inf")
+    settle_s: float = 0.0  # wait this long for the rest of a burst (each join restarts it)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: int
+    coalesced: bool  # True: an earlier job of the same request absorbed this delivery
 
 
 @dataclass(frozen=True)
@@ -90,6 +113,11 @@ class JobQueue:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
         if "not_before" not in columns:
             self._db.execute("ALTER TABLE jobs ADD COLUMN not_before REAL NOT NULL DEFAULT 0")
+        if "request" not in columns:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN request TEXT")
+        if "cancel" not in columns:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0")
+        self._db.execute("CREATE INDEX IF NOT EXISTS jobs_request ON jobs (request, id)")
 
     def close(self) -> None:
         with self._lock:
@@ -104,12 +132,64 @@ class JobQueue:
             return cursor.rowcount == 1
 
     def enqueue(self, key: str, plan: dict[str, Any]) -> int:
+        return self.submit(key, plan).job
+
+    def submit(self, key: str, plan: dict[str, Any], request: RequestKey | None = None,
+               ) -> Submitted:
+        """Queue a job, unless an earlier job of the same request absorbs it (atomically:
+        two deliveries of one request arriving together still make one job)."""
         now = time.time()
         with self._lock:
-            cursor = self._db.execute(
-                "INSERT INTO jobs (key, plan, status, created, updated) "
-                "VALUES (?, ?, 'queued', ?, ?)", (key, json.dumps(plan), now, now))
-            return int(cursor.lastrowid or 0)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                joined = self._join(request, now) if request is not None else None
+                if joined is not None:
+                    self._db.execute("COMMIT")
+                    return Submitted(joined, True)
+                settle = request.settle_s if request is not None else 0.0
+                cursor = self._db.execute(
+                    "INSERT INTO jobs (key, plan, status, created, updated, not_before, "
+                    "request) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                    (key, json.dumps(plan), now, now, now + settle,
+                     request.id if request is not None else None))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return Submitted(int(cursor.lastrowid or 0), False)
+
+    def _join(self, request: RequestKey, now: float) -> int | None:
+        marks = ",".join("?" for _ in request.joins)
+        row = self._db.execute(
+            "SELECT id, status, created FROM jobs WHERE request = ? AND status IN "  # noqa: S608
+            f"({marks}) AND created >= ? ORDER BY id DESC LIMIT 1",
+            (request.id, *request.joins, now - request.within_s
+             if request.within_s != float("inf") else 0.0)).fetchone()
+        if row is None:
+            return None
+        if row[1] == "queued" and request.settle_s > 0:
+            # A burst goes on: wait for its end again, but never past a few settle times.
+            due = min(now + request.settle_s, row[2] + 4 * request.settle_s)
+            self._db.execute("UPDATE jobs SET not_before = MAX(not_before, ?), updated = ? "
+                             "WHERE id = ?", (due, now, row[0]))
+        return int(row[0])
+
+    def cancel(self, key: str) -> int:
+        """/cancel: queued jobs of `key` are cancelled, a running one is asked to stop.
+        How many jobs it touched."""
+        now = time.time()
+        with self._lock:
+            queued = self._db.execute("UPDATE jobs SET status = 'cancelled', updated = ?, "
+                                      "result = '{\"cancelled\": true}' WHERE key = ? AND "
+                                      "status = 'queued'", (now, key)).rowcount
+            running = self._db.execute("UPDATE jobs SET cancel = 1, updated = ? WHERE key = ? "
+                                       "AND status = 'running'", (now, key)).rowcount
+        return int(queued) + int(running)
+
+    def cancel_requested(self, job_id: int) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT cancel FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return bool(row and row[0])
 
     def recover(self) -> int:
         """After a restart: jobs left running go back to the queue (or fail past MAX_RUNS)."""
@@ -122,18 +202,20 @@ class JobQueue:
                                       "WHERE status = 'running'", (now,))
             return cursor.rowcount
 
-    def claim(self) -> QueuedJob | None:
+    def claim(self, control: bool = False) -> QueuedJob | None:
         """The oldest due queued job whose op has no job running and no older job waiting;
-        marked running."""
+        marked running. `control`: only jobs keyed CONTROL_PREFIX (/cancel, which must run
+        beside the job it stops), else only the others."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 row = self._db.execute(
                     "SELECT id, key, plan, runs FROM jobs AS queued WHERE status = 'queued' "
-                    "AND not_before <= ? AND NOT EXISTS (SELECT 1 FROM jobs AS busy "
-                    "WHERE busy.key = queued.key AND (busy.status = 'running' OR "
-                    "(busy.status = 'queued' AND busy.id < queued.id))) ORDER BY id LIMIT 1",
-                    (time.time(),)).fetchone()
+                    "AND not_before <= ? AND (substr(key, 1, ?) = ?) = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key AND "
+                    "(busy.status = 'running' OR (busy.status = 'queued' AND "
+                    "busy.id < queued.id))) ORDER BY id LIMIT 1",
+                    (time.time(), len(CONTROL_PREFIX), CONTROL_PREFIX, control)).fetchone()
                 if row is None:
                     self._db.execute("COMMIT")
                     return None

@@ -18,7 +18,7 @@ from bot.agent.outcome import GenerateOutcome
 from bot.errors import OpbotError
 from bot.forge.base import Forge, Target
 from bot.job_settings import JobOutcome, JobSettings
-from bot.publish import GitWorkspace, branch_for, upsert_status
+from bot.publish import GitWorkspace, Published, branch_for, upsert_status
 from bot.spec import OpSpec, load_spec
 from bot.verification import verify_candidate
 
@@ -34,7 +34,7 @@ class ScanContext(Protocol):
     def human_commits(self, op: str) -> list[str]: ...
     def generate(self, spec: OpSpec, backends: list[str], *, hint: str | None = None,
                  draft: str | None = None) -> GenerateOutcome: ...
-    def publish(self, spec: OpSpec, outcome: GenerateOutcome) -> tuple[int, str, bool]: ...
+    def publish(self, spec: OpSpec, outcome: GenerateOutcome) -> Published: ...
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def dashboard(rows: list[ScanRow], regenerated: dict[str, str]) -> str:
 
 def run_scan(job: ScanContext, redactor: Redactor, dashboard_issue: int | None,
              nightly_limit: int) -> JobOutcome:
-    workspace = GitWorkspace.clone(job.forge.push_url(), job.workdir / "scan", redactor)
+    workspace = GitWorkspace.clone(job.forge.push_url(), job.workdir / "scan", redactor,
+                                   job.forge.git_credentials())
     rows = scan_checkout(workspace.path)
     regenerated: dict[str, str] = {}
     for row in [row for row in rows if row.status == "failed" and row.spec is not None]:
@@ -112,8 +113,7 @@ def run_scan(job: ScanContext, redactor: Redactor, dashboard_issue: int | None,
         assert row.spec is not None
         outcome = job.generate(row.spec, [DEFAULT_BACKEND])  # the kernel verified above
         if outcome.status == "passed":
-            number, _, _ = job.publish(row.spec, outcome)
-            regenerated[row.op] = f"regenerated in #{number}"
+            regenerated[row.op] = f"regenerated in #{job.publish(row.spec, outcome).number}"
         else:
             regenerated[row.op] = f"regeneration {outcome.status}"
     if dashboard_issue is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -30,11 +31,14 @@ from starlette.routing import Route
 from bot.agent.transcript import Redactor
 from bot.dispatch import RetryPolicy
 from bot.errors import BadInputError, OpbotError
-from bot.events import TRIGGER_LABEL, Plan, plan_event
+from bot.events import TRIGGER_LABEL, Plan, job_key, plan_event
 from bot.forge import registry
 from bot.forge.base import Dispatch, ForgeError
 from bot.forge.plugin import ForgePlugin
-from bot.queue import JobQueue, QueuedJob
+from bot.identity import Identities
+from bot.policy import Policy, default_policy
+from bot.queue import CONTROL_PREFIX, JobQueue, QueuedJob, RequestKey, Submitted
+from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
 PREVIOUS_SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
@@ -54,10 +58,31 @@ def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[s
     return found
 
 
-def job_key(plan: Plan) -> str:
-    """Jobs with one key run one at a time: one job per operator (or issue) at once."""
-    subject = plan.op or (f"#{plan.number}" if plan.number is not None else plan.action)
-    return f"{plan.forge}:{plan.repo}:{subject}"
+_EVERY_STATUS = ("queued", "running", "done", "failed")
+# An issue form's `opened` + `labeled` (or a redelivery under a new id) arrive seconds apart;
+# a label put back on purpose later is a new request.
+GENERATE_PAIR_S = 120.0
+
+
+def request_of(plan: Plan, review_settle_s: float = 0.0) -> RequestKey | None:
+    """What the plan changes, so that deliveries of one request make one job:
+    one generation per op request, one fix per failing head SHA, one review run per burst
+    of review comments (each waits `review_settle_s` for the rest of its burst)."""
+    where = f"{plan.forge}:{plan.repo}:{plan.target or '-'}#{plan.number}"
+    if plan.action == "generate":
+        return RequestKey(f"{where}:generate", joins=_EVERY_STATUS, within_s=GENERATE_PAIR_S)
+    if plan.action == "iterate-ci" and plan.head_sha:
+        # A SHA fails once: its check suites, workflow runs and redeliveries are one failure.
+        return RequestKey(f"{plan.forge}:{plan.repo}:{plan.op}:ci:{plan.head_sha}",
+                       joins=_EVERY_STATUS)
+    if plan.action == "iterate-ci":
+        return RequestKey(f"{where}:ci", joins=("queued",))
+    if plan.action == "iterate-review":
+        # A running review job may already have read the threads: only a queued one absorbs.
+        return RequestKey(f"{where}:review", joins=("queued",), settle_s=review_settle_s)
+    if plan.action == "scan":
+        return RequestKey(f"{plan.forge}:{plan.repo}:scan", joins=("queued", "running"))
+    return None
 
 
 @dataclass
@@ -65,12 +90,16 @@ class ServerSettings:
     secrets: list[str]
     queue: JobQueue
     dry_run: bool
-    bot_login: str | None = None
-    execute: Callable[[Plan], dict[str, Any]] | None = None
+    identities: Identities = field(default_factory=Identities)
+    review_settle_s: float = 0.0
+    # Runs one plan; the callable it gets says whether /cancel asked the job to stop.
+    execute: Callable[[Plan, Callable[[], bool]], dict[str, Any]] | None = None
     # Dispatch mode: jobs go to the CI system instead of `execute`.
     dispatch: Callable[[Plan], Dispatch] | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     trigger_label: str = TRIGGER_LABEL
+    # Each repository's own label (its .opbot.yaml); None: `trigger_label` everywhere.
+    labels: TriggerLabels | None = None
     redactor: Redactor = field(default_factory=Redactor.from_environment)
 
 
@@ -91,17 +120,38 @@ def _accept(settings: ServerSettings, forge: ForgePlugin, event: str, payload: A
     if delivery and not settings.queue.first_delivery(f"{forge.name}:{delivery}"):
         return _answer(200, status="duplicate", delivery=delivery)
     plan = _plan(settings, forge, event, payload)
-    job = None
-    if plan.action != "ignore":
-        job = settings.queue.enqueue(job_key(plan), plan.to_json())
-    log.info("accepted %s %s delivery %s: %s (%s)", forge.name, event, delivery or "-",
-             plan.action, plan.reason)
-    return _answer(202, status="accepted", action=plan.action, reason=plan.reason, job=job)
+    if plan.action == "ignore":
+        log.info("ignored %s %s delivery %s: %s", forge.name, event, delivery or "-",
+                 plan.reason)
+        return _answer(202, status="accepted", action=plan.action, reason=plan.reason,
+                       job=None)
+    if plan.action == "cancel":
+        return _cancel(settings, plan, delivery)
+    queued = settings.queue.submit(job_key(plan), plan.to_json(),
+                                   request_of(plan, settings.review_settle_s))
+    log.info("accepted %s %s delivery %s: %s (%s)%s", forge.name, event, delivery or "-",
+             plan.action, plan.reason, f", joined job {queued.job}" if queued.coalesced else "")
+    return _answer(202, status="accepted", action=plan.action, reason=plan.reason,
+                   job=queued.job, coalesced=queued.coalesced)
+
+
+def _cancel(settings: ServerSettings, plan: Plan, delivery: str | None) -> JSONResponse:
+    """`/cancel` is carried out at once, beside the job it stops (which holds the worker):
+    queued jobs of the op are dropped, a running one is asked to stop. Who may cancel is
+    checked like any command, in a job of its own that answers on the thread."""
+    queued: Submitted = settings.queue.submit(f"{CONTROL_PREFIX}{job_key(plan)}",
+                                              plan.to_json())
+    log.info("accepted %s /cancel delivery %s for %s", plan.forge, delivery or "-",
+             job_key(plan))
+    return _answer(202, status="accepted", action=plan.action, reason=plan.reason,
+                   job=queued.job, coalesced=False)
 
 
 def _plan(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any) -> Plan:
-    plan = plan_event(forge.name, event, payload, bot_login=settings.bot_login,
-                      trigger_label=settings.trigger_label)
+    label = settings.labels.label_for(forge.name, forge.repo_of(payload)) \
+        if settings.labels is not None else settings.trigger_label
+    plan = plan_event(forge.name, event, payload,
+                      bot_login=settings.identities.login(forge.name), trigger_label=label)
     # Work a server handed to CI: the CI system runs it, a server never does (it would run
     # it twice, or in dispatch mode hand it over again, for ever).
     if event == forge.dispatch_event and plan.action != "ignore":
@@ -130,7 +180,10 @@ async def _receive(settings: ServerSettings, forge: ForgePlugin,
     if not event or payload is None:
         return _answer(400, status="rejected", reason=f"not a {forge.title} delivery (no "
                        "event header, or a body that is not a JSON object)")
-    return _accept(settings, forge, event, payload, forge.delivery_id(request.headers))
+    # Planning may ask the forge who the bot is and which label a repository uses (both
+    # cached): off the event loop, so one slow answer never holds up other deliveries.
+    return await run_in_threadpool(_accept, settings, forge, event, payload,
+                                   forge.delivery_id(request.headers))
 
 
 def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
@@ -147,29 +200,35 @@ def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = threading.Event()
-        worker = threading.Thread(target=work, args=(settings, stop), daemon=True,
-                                  name="opbot-worker")
+        workers = [threading.Thread(target=work, args=(settings, stop, control), daemon=True,
+                                    name=f"opbot-{'control' if control else 'worker'}")
+                   for control in (False, True)]
         if start_worker:
-            worker.start()
+            for forge in registry.names():  # learn who the bot is before the first delivery
+                settings.identities.login(forge)
+            for worker in workers:
+                worker.start()
         try:
             yield
         finally:
             stop.set()
             if start_worker:
-                worker.join(timeout=5)
+                for worker in workers:
+                    worker.join(timeout=5)
 
     return Starlette(routes=[Route("/webhook/{forge}", webhook, methods=["POST"]),
                              Route("/healthz", healthz, methods=["GET"])],
                      lifespan=lifespan)
 
 
-def work(settings: ServerSettings, stop: threading.Event) -> None:
-    """The worker: one job at a time, in queue order."""
-    recovered = settings.queue.recover()
+def work(settings: ServerSettings, stop: threading.Event, control: bool = False) -> None:
+    """A worker: one job at a time, in queue order. The control worker runs only the jobs
+    that steer others (/cancel), so they never wait behind the job they stop."""
+    recovered = 0 if control else settings.queue.recover()
     if recovered:
         log.info("requeued %d job(s) a previous run left unfinished", recovered)
     while not stop.is_set():
-        job = settings.queue.claim()
+        job = settings.queue.claim(control=control)
         if job is None:
             stop.wait(_POLL_S)
             continue
@@ -191,7 +250,8 @@ def handle_job(settings: ServerSettings, job: QueuedJob) -> None:
     elif dispatch is not None:
         dispatch_job(settings, dispatch, job)
     elif execute is not None:
-        result = execute(Plan.from_json(job.plan))
+        result = execute(Plan.from_json(job.plan),
+                         lambda: settings.queue.cancel_requested(job.id))
         settings.queue.finish(job.id, bool(result.get("ok")), result)
 
 
@@ -231,19 +291,24 @@ def _dispatch_failed(settings: ServerSettings, job: QueuedJob, plan: Plan,
 
 
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
-          trigger_label: str = TRIGGER_LABEL, dispatch: bool = False) -> None:
+          policy: Policy | None = None, dispatch: bool = False) -> None:
     import uvicorn
 
     from bot.dispatch import dispatch_from_environment
     from bot.jobs import run_plan_from_environment
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    policy = policy or default_policy()
+    trigger_label, review_settle_s = policy.trigger_label, policy.review_settle_seconds
     queue = JobQueue(state_dir / "queue.sqlite3")
+    identities = Identities()
     settings = ServerSettings(
-        secrets=secrets_from_environment(), queue=queue,
-        dry_run=dry_run, bot_login=os.environ.get("OPBOT_BOT_LOGIN") or None,
-        trigger_label=trigger_label,
-        execute=lambda plan: run_plan_from_environment(plan, ledger=queue).to_json(),
+        secrets=secrets_from_environment(), queue=queue, dry_run=dry_run,
+        identities=identities, trigger_label=trigger_label, review_settle_s=review_settle_s,
+        labels=TriggerLabels(policy, policy_text_from_environment(os.environ)),
+        execute=lambda plan, stopped: run_plan_from_environment(
+            plan, ledger=queue, jobs=queue, identities=identities,
+            stopped=stopped, policy=policy).to_json(),
         dispatch=dispatch_from_environment if dispatch else None)
     if dispatch:
         log.info("dispatch mode: jobs are handed to the CI system, not run here")

@@ -36,10 +36,12 @@ def fake_server(*, github_spec: bool = True) -> Iterator[FakeServer]:
 
 
 @contextmanager
-def fake_forge(server: FakeServer, root: Path) -> Iterator[FakeForge]:
+def fake_forge(server: FakeServer, root: Path, *, app: str | None = None,
+               ) -> Iterator[FakeForge]:
     """A fresh state on `server`; on the way out, fails the test if the fake saw dishonesty
-    (OpenAPI violations, crashes in the fake)."""
-    fake = FakeForge(server, root)
+    (OpenAPI violations, crashes in the fake). With `app`, the bot's token is that GitHub
+    App's installation token (the bot is `<app>[bot]`)."""
+    fake = FakeForge(server, root, app=app)
     yield fake
     fake.assert_honest()
 
@@ -77,6 +79,7 @@ class ForgeKind:
     commit_logins: bool  # commits name the author's forge account
     end_pull: Callable[[FakeForge, int], None]  # the pull/merge request stops being open
     ended_state: str  # ... and says so
+    git_username: str  # what git_credentials() pairs with the token
 
     def forge(self, fake: FakeForge, token: str | None = None, repo: str = REPO,
               **options: Any) -> GitHubForge | GitLabForge:
@@ -119,7 +122,7 @@ GITHUB = ForgeKind(
     comment_pages=f"GET /repos/{REPO}/issues/1/comments",
     token="ghp_" + "S3cr3t" * 6, wrong_token="ghp_wrong_" + "x" * 30,
     wrong_token_prefix="ghp_wrong_", commit_logins=True,
-    end_pull=_close, ended_state="closed")
+    end_pull=_close, ended_state="closed", git_username="x-access-token")
 
 GITLAB = ForgeKind(
     name="gitlab", forge_class=GitLabForge, client=gitlab_client,
@@ -132,7 +135,7 @@ GITLAB = ForgeKind(
     token="glpat-" + "S3cr3t" * 5, wrong_token="glpat-wrong-" + "x" * 20,
     wrong_token_prefix="glpat-wrong-",
     commit_logins=False,  # GitLab's commits name no account: the email tells who
-    end_pull=_merge, ended_state="merged")
+    end_pull=_merge, ended_state="merged", git_username="oauth2")
 
 KINDS = {kind.name: kind for kind in (GITHUB, GITLAB)}
 

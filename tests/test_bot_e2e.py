@@ -129,11 +129,14 @@ def test_an_op_request_becomes_one_pull_request(fake: FakeForge, bot: Bot) -> No
     statuses = _status_comments(fake, issue)
     assert len(statuses) == 1  # one sticky comment, edited in place
     assert f"#{pull}" in statuses[0]
-    # A second trigger for the same op updates the pull request; a redelivery is dropped.
+    # The same request again under a new delivery id (the issue form's pair, or a forge
+    # that re-sends) joins the job that served it; a redelivery (same id) is dropped.
     delivery = str(uuid.uuid4())
-    assert bot.github("issues", _labelled(issue), delivery).status_code == 202
+    again = bot.github("issues", _labelled(issue), delivery)
+    assert (again.status_code, again.json()["coalesced"]) == (202, True)
     assert bot.github("issues", _labelled(issue), delivery).json()["status"] == "duplicate"
-    bot.wait_for_jobs(2)
+    bot.wait_for_jobs(1)
+    assert bot.jobs() == {"done": 1}
     assert len(_bot_pulls(fake)) == 1
     assert len(_status_comments(fake, issue)) == 1
 
@@ -147,7 +150,9 @@ def test_regen_on_the_pull_request_adds_a_commit(fake: FakeForge, bot: Bot) -> N
     bot.wait_for_jobs(2)
     assert len(fake.pushes(REPOSITORY)) == pushes_before + 1  # PERF.md's timings changed
     assert len(_bot_pulls(fake)) == 1
-    reactions = fake.state.repos[REPOSITORY].issues[pull].comments[0].reactions
+    (regen,) = [item for item in fake.state.repos[REPOSITORY].issues[pull].comments
+                if item.id == comment.id]
+    reactions = regen.reactions
     assert [reaction.content for reaction in reactions] == ["eyes"]
 
 
@@ -187,14 +192,18 @@ def test_reviews_and_failed_ci_become_feedback(fake: FakeForge, tmp_path: Path) 
             thread = fake.add_review_thread(REPOSITORY, pull, path="ops/relu/triton/relu.py",
                                             line=3, body="Please use 64-bit offsets here.",
                                             author="alice")
-            review = _payload("github/pull_request_review_comment/created.1.json")
+            # The review's own delivery drives the run (its comments' deliveries do not).
+            review = _payload("github/pull_request_review/submitted.1.json")
             review["repository"]["full_name"] = REPOSITORY
             review["pull_request"]["number"] = pull
             review["pull_request"]["head"]["ref"] = "opbot/relu"
-            review["comment"]["body"] = "Please use 64-bit offsets here."
-            review["comment"]["user"]["login"] = "alice"
+            review["pull_request"]["head"]["repo"]["full_name"] = REPOSITORY
+            review["pull_request"]["base"]["repo"]["full_name"] = REPOSITORY
+            review["review"].update(state="commented", body=None)
+            review["review"]["user"]["login"] = "alice"
             review["sender"]["login"] = "alice"
-            assert bot.github("pull_request_review_comment", review).status_code == 202
+            assert bot.github("pull_request_review", review).json()["action"] == \
+                "iterate-review"
             bot.wait_for_jobs(2)
             assert "Please use 64-bit offsets here." in llm.requests[-1].text()
             replies = fake.state.repos[REPOSITORY].issues[pull].pull.threads[0].comments

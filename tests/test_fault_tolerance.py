@@ -11,7 +11,8 @@ from bot.forge.github.client import GitHubForge
 from bot.forge.gitlab.client import GitLabForge
 from bot.forge.retrying import RetryingForge
 from bot.job_settings import JobSettings
-from bot.jobs import repository_policy, run_plan
+from bot.jobs import policy_in_force, run_plan
+from bot.policy import default_policy
 from tests.fakeforge import FakeForge
 from tests.support_forge import github_client, gitlab_client
 
@@ -72,8 +73,9 @@ def test_answers_are_not_retried_and_failures_end(fake: FakeForge) -> None:
 def test_the_policy_comes_from_the_default_branch(fake: FakeForge) -> None:
     fake.human_commit(REPO, "opbot/gelu", {".opbot.yaml": "trigger: {min_permission: read}\n"},
                       "Loosen the rules from a PR", author="walter")
-    policy = repository_policy(_github(fake), lambda message: None)
-    assert policy.min_permission == "maintain"  # main's, not the PR branch's
+    in_force = policy_in_force(_github(fake), default_policy())
+    assert in_force.policy.min_permission == "maintain"  # main's, not the PR branch's
+    assert in_force.notes == ()
 
 
 def _labelled(fake: FakeForge, body: str, actor: str) -> object:

@@ -19,6 +19,10 @@ Permission = Literal["none", "read", "triage", "write", "maintain", "admin"]
 PERMISSION_ORDER: tuple[Permission, ...] = ("none", "read", "triage", "write", "maintain",
                                             "admin")
 Reaction = Literal["+1", "-1", "eyes", "rocket", "confused"]
+# Where a run stands, as `report_progress` shows it on a commit.
+ProgressState = Literal["pending", "running", "success", "failure"]
+# The name opbot's check run (GitHub) / commit status (both forges) goes by.
+PROGRESS_NAME = "opbot"
 # What a plan handed to CI is called on both forges: GitHub's repository_dispatch
 # event_type, and the object_kind of the file GitLab's pipeline gets (see dispatch_plan).
 DISPATCH_EVENT = "opbot"
@@ -64,6 +68,10 @@ class Target:
 
 @dataclass(frozen=True)
 class Comment:
+    """A comment, note, reply or review summary. `author` is the login exactly as the
+    forge reports it: a GitHub App writes as `<slug>[bot]`, so comparing it with
+    `Forge.whoami()` tells the bot's own comments from anyone else's."""
+
     id: int
     body: str
     author: str
@@ -93,6 +101,12 @@ class PullRequest:
     state: str = "open"  # open | closed | merged
     url: str = ""
     labels: tuple[str, ...] = ()
+    # Where the head branch lives. A fork's branch name proves nothing about who wrote
+    # it: GitHub compares head.repo with base.repo (a deleted fork: head.repo null, still
+    # a fork), GitLab source_project_id with target_project_id. head_repo is that
+    # repository's name ("owner/name"), None where the forge no longer knows it.
+    from_fork: bool = False
+    head_repo: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,13 +120,23 @@ class Commit:
 
 @dataclass(frozen=True)
 class ReviewThread:
-    """A review discussion on a pull request; `id` is what a reply names."""
+    """A review discussion on a pull request; `id` is what `reply_to_thread` and
+    `resolve_thread` name (GitHub: the REST id of its first comment; GitLab: the
+    discussion id). `comments` are oldest first. `node_id` is GitHub's GraphQL id of the
+    thread (None on GitLab, whose `id` serves both)."""
 
     id: str
     comments: tuple[Comment, ...]
     path: str | None = None
     line: int | None = None
     resolved: bool = False
+    node_id: str | None = None
+
+    @property
+    def last_author(self) -> str | None:
+        """Who wrote the newest comment (None for an empty thread): a thread whose last
+        word is the bot's needs no answer from it."""
+        return self.comments[-1].author if self.comments else None
 
 
 @dataclass(frozen=True)
@@ -154,6 +178,12 @@ class Forge(Protocol):
     name: ForgeName
     repo: str  # as the forge names it: "owner/name" (GitHub), "group/project" (GitLab)
 
+    # -- who the token is -----------------------------------------------------------------
+    def whoami(self) -> str:
+        """The login the token acts as, exactly as the forge writes it as a comment's
+        author (a GitHub App installation: `<slug>[bot]`). Asked once, then cached."""
+        ...
+
     # -- issues, comments, reactions, labels --------------------------------------------
     def get_issue(self, number: int) -> Issue: ...
     def list_comments(self, target: Target) -> list[Comment]: ...
@@ -172,7 +202,13 @@ class Forge(Protocol):
     # -- branches, commits, files -------------------------------------------------------
     def default_branch(self) -> str: ...
     def push_url(self) -> str:
-        """A URL `git push` can use (credentials included where the forge needs them)."""
+        """The repository's URL for `git clone`/`git push`, without credentials: git gets
+        those from `git_credentials()` through a credential helper, never in a URL (URLs
+        end up in logs, error messages and .git/config)."""
+        ...
+    def git_credentials(self) -> tuple[str, str]:
+        """(username, password) for git over HTTPS: GitHub ("x-access-token", token),
+        GitLab ("oauth2", token) or ("gitlab-ci-token", job token)."""
         ...
     def branch_head(self, branch: str) -> str | None: ...
     def commits_since(self, branch: str, base: str) -> list[Commit]:
@@ -190,15 +226,35 @@ class Forge(Protocol):
                             body: str | None = None) -> PullRequest: ...
     def review_threads(self, number: int) -> list[ReviewThread]: ...
     def reply_to_thread(self, number: int, thread_id: str, body: str) -> Comment: ...
+    def resolve_thread(self, number: int, thread_id: str) -> None:
+        """Mark a review thread resolved (`thread_id`: `ReviewThread.id`; GitHub also
+        takes its `node_id`). Resolving a resolved thread is no error."""
+        ...
+    def review_summaries(self, number: int) -> list[Comment]:
+        """What reviewers wrote outside the inline threads about the PR's current head,
+        oldest first. GitHub: reviews with a body, state COMMENTED or CHANGES_REQUESTED,
+        submitted on the head commit. GitLab, which keeps a review's summary as a plain
+        note: the merge request's individual, non-system notes written since the head
+        commit (so every plain comment of that time counts, the bot's own included)."""
+        ...
 
     # -- CI -----------------------------------------------------------------------------
     def failed_jobs(self, sha: str) -> list[FailedJob]:
-        """Failed CI jobs for a commit, each with the end of its log."""
+        """Failed CI jobs for a commit, each with the end of its log (opbot's own progress
+        reports, PROGRESS_NAME, are none of them)."""
+        ...
+    def report_progress(self, sha: str, state: ProgressState, summary: str,
+                        url: str | None = None) -> None:
+        """Show where opbot's work on commit `sha` stands, under PROGRESS_NAME, linking to
+        `url`. GitHub: a check run, created once per sha and then updated (only GitHub Apps
+        may create check runs: other tokens get a commit status instead); GitLab: a commit
+        status. Repeating a report is harmless."""
         ...
     def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
         """Hand a plan (`Plan.to_json()`) to the repository's CI, on its default branch
         (never a pull request's code): GitHub gets a `repository_dispatch` event
         DISPATCH_EVENT with the plan in `client_payload.plan`; GitLab a pipeline whose file
         variable OPBOT_PLAN holds `{"object_kind": DISPATCH_EVENT, "plan": ...}`. Not
-        idempotent: a retry after a lost answer may dispatch twice."""
+        idempotent: a retry after a lost answer may dispatch twice, so RetryingForge
+        retries it only after a rate limit."""
         ...

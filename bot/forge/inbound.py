@@ -16,7 +16,8 @@ from typing import Any, Literal, get_args
 
 from bot.forge.base import ForgeName, TargetKind
 
-Action = Literal["generate", "regen", "iterate-review", "iterate-ci", "scan", "ignore"]
+Action = Literal["generate", "regen", "iterate-review", "iterate-ci", "scan", "help", "cancel",
+                 "ignore"]
 ACTIONS: tuple[str, ...] = get_args(Action)
 
 TRIGGER_LABEL = "op-request"
@@ -73,6 +74,9 @@ class GenericComment:
     issue_labels: tuple[str, ...] | None = None  # known for issue comments
     review_state: str | None = None
     trigger_label: str = TRIGGER_LABEL
+    # The pull request's head lives in another repository (a fork): its code is never run.
+    # None where the payload does not say (a PR's issue comment): the job checks the API.
+    from_fork: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -87,3 +87,8 @@ class ForgePlugin(Protocol):
     def connect(self, url: str | None, token: str, repo: str) -> Forge:
         """A Forge for `repo` (url None: the public instance), without retries."""
         ...
+    def identity(self, url: str | None, token: str) -> str:
+        """The login `token` acts as (`Forge.whoami()` without a repository): how the bot
+        recognises its own comments and the events its own actions cause. Raises a
+        ForgeError when the forge will not say."""
+        ...

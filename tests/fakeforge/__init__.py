@@ -7,6 +7,8 @@
     gitlab.Gitlab(url=fake.gitlab_url, ...)   # unpatched python-gitlab
     ...
     fake.effect_log()                         # ["github:octo/kernels#1:comment:hi", ...]
+    fake.subscribe("github", url, secret)     # webhooks for every later act (hooks.py)
+    fake.hooks.settle()                       # until the event stream is quiet, and finite
     fake.assert_honest()                      # no OpenAPI violations, no fake crashes
 
 See README.md beside this file for the endpoints each front end serves.

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.datastructures import Headers
 
+from .acts import Act, announce_reply
 from .github_render import GitHubRender
 from .model import (
     CheckRun,
     CiJob,
     CiRun,
     Comment,
+    CommitStatus,
     Issue,
     PullData,
     Reaction,
@@ -69,9 +71,11 @@ class GitHubApi:
             canned = injected.popleft()
             return _error(canned.status, canned.message, canned.headers)
         try:
-            return handler(self, call, login, **params)
+            reply = handler(self, call, login, **params)
         except ApiError as exc:
             return _error(exc.status, exc.message, errors=exc.errors)
+        lost = self.state.lost_answer("github", call.method)  # FakeForge.fail_after_next
+        return reply if lost is None else _error(lost, "Server Error")
 
     def _checked(self, request: SpecRequest, reply: Reply) -> Reply:
         """Validate the reply; GitHub may answer any call with 401/403/429/5xx, which the
@@ -186,6 +190,7 @@ def create_comment(api: GitHubApi, call: Call, login: str, owner: str, repo: str
     comment = Comment(api.state.new_id(), login, call.json()["body"])
     issue.comments.append(comment)
     api.effect(found, f"#{issue.number}", "comment", comment.body)
+    api.state.announce(Act("comment", found.full_name, login, issue=issue, comment=comment))
     return Reply.json(201, api.render(call).comment(found, issue, comment))
 
 
@@ -211,9 +216,12 @@ def update_comment(api: GitHubApi, call: Call, login: str, owner: str, repo: str
     issue, comment = _comment(api, found, comment_id)
     if comment.author != login:
         raise ApiError(403, "Must have admin rights to Repository.")
+    old = comment.body
     comment.body = call.json()["body"]
     comment.updated_at = now()
     api.effect(found, f"#{issue.number}", "comment-edit", f"{comment.id}:{comment.body}")
+    api.state.announce(Act("comment-edited", found.full_name, login, issue=issue,
+                           comment=comment, changes={"body": old}))
     return Reply.json(200, api.render(call).comment(found, issue, comment))
 
 
@@ -253,10 +261,15 @@ def add_labels(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
     payload = call.json()
     names = payload.get("labels", []) if isinstance(payload, dict) else payload
     added = [n if isinstance(n, str) else n["name"] for n in names]
+    before = list(issue.labels)
     for name in added:
         if name not in issue.labels:
             issue.labels.append(name)
     api.effect(found, f"#{issue.number}", "labels", ",".join(added))
+    if issue.labels != before:  # a label already there is no event
+        api.state.announce(Act("labeled", found.full_name, login, issue=issue,
+                               labels=tuple(n for n in issue.labels if n not in before),
+                               previous_labels=tuple(before)))
     render = api.render(call)
     return Reply.json(200, [render.label(found, name) for name in issue.labels])
 
@@ -298,7 +311,7 @@ def list_pulls(api: GitHubApi, call: Call, login: str, owner: str, repo: str) ->
     state, head, base = call.arg("state", "open"), call.arg("head"), call.arg("base")
     pulls = [p for p in found.pulls() if p.pull is not None
              and state in ("all", p.state)
-             and head in (None, f"{found.owner}:{p.pull.head}")
+             and head in (None, f"{head_owner(found, p)}:{p.pull.head}")
              and base in (None, p.pull.base)]
     render = api.render(call)
     return _listing(call, [render.pull(found, p, simple=True) for p in pulls])
@@ -314,7 +327,8 @@ def create_pull(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -
             raise ApiError(422, "Validation Failed", [
                 {"resource": "PullRequest", "field": "head" if name == head else "base",
                  "code": "invalid"}])
-    if any(p.pull and p.pull.head == head and p.state == "open" for p in found.issues.values()):
+    if any(p.pull and p.pull.head == head and p.state == "open"
+           and head_owner(found, p) == found.owner for p in found.issues.values()):
         raise ApiError(422, "Validation Failed", [
             {"resource": "PullRequest", "code": "custom",
              "message": f"A pull request already exists for {found.owner}:{head}."}])
@@ -322,6 +336,7 @@ def create_pull(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -
                   pull=PullData(head=head, base=data["base"], draft=bool(data.get("draft"))))
     found.issues[issue.number] = issue
     api.effect(found, f"#{issue.number}", "pr-open", f"{head}->{data['base']}:{issue.title}")
+    api.state.announce(Act("pull-opened", found.full_name, login, issue=issue))
     return Reply.json(201, api.render(call).pull(found, issue))
 
 
@@ -339,12 +354,17 @@ def update_pull(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
     issue = api.issue(found, pull_number, pull=True)
     data = call.json()
     changed = [k for k in ("title", "body") if k in data]
+    old = {"title": issue.title, "body": issue.body}
     if "title" in data:
         issue.title = data["title"]
     if "body" in data:
         issue.body = data["body"] or ""
     issue.updated_at = now()
     api.effect(found, f"#{issue.number}", "pr-update", ",".join(changed))
+    edits = {k: old[k] for k in changed if old[k] != getattr(issue, k)}
+    if edits:  # GitHub sends `edited` only when a title or body really changed
+        api.state.announce(Act("pull-edited", found.full_name, login, issue=issue,
+                               changes=edits))
     return Reply.json(200, api.render(call).pull(found, issue))
 
 
@@ -371,6 +391,7 @@ def reply_review_comment(api: GitHubApi, call: Call, login: str, owner: str, rep
     reply = ReviewComment(api.state.new_id(), login, call.json()["body"], found.head_sha(issue))
     thread.comments.append(reply)
     api.effect(found, f"#{issue.number}", "reply", f"{thread.root.id}:{reply.body}")
+    announce_reply(api.state, found.full_name, issue, thread, reply)
     return Reply.json(201, api.render(call).review_comment(found, issue, thread, reply))
 
 
@@ -458,5 +479,128 @@ def list_check_runs(api: GitHubApi, call: Call, login: str, owner: str, repo: st
     checks = [(CheckRun(j.id, j.name, r.sha, j.conclusion, j.name, "", ACTIONS_APP),
                render.job(found, r, j)["html_url"]) for r in found.runs for j in r.jobs]
     checks += [(c, None) for c in found.check_runs]
-    wanted = [render.check_run(found, c, details_url=url) for c, url in checks if c.sha == sha]
+    name = call.arg("check_name")
+    wanted = [render.check_run(found, c, details_url=url) for c, url in checks
+              if c.sha == sha and name in (None, c.name)]
     return _listing(call, wanted, key="check_runs")
+
+
+# -- who the token is; reviews; progress on a commit (check runs, statuses); forks ---------
+def head_owner(found: Repo, issue: Issue) -> str:
+    """The owner in a pull request's head label (`owner:branch`): a fork's owner for a
+    fork's pull request, so `?head=<base owner>:<branch>` never finds one."""
+    assert issue.pull is not None
+    return (issue.pull.head_repo or found.full_name).rsplit("/", 1)[0]
+
+
+# An installation token cannot read /user: GitHub says "Resource not accessible by
+# integration" (e.g. github.com/pingdotgg/t3code/pull/11273); GraphQL's viewer answers.
+INTEGRATION_REFUSED = "Resource not accessible by integration"
+
+
+@router.route("GET", "/user")
+def get_authenticated_user(api: GitHubApi, call: Call, login: str) -> Reply:
+    user = api.state.users.get(login)
+    if user is not None and user.app is not None:
+        raise ApiError(403, INTEGRATION_REFUSED)
+    return Reply.json(200, api.render(call).authenticated_user(login))
+
+
+@router.route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
+def list_reviews(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
+                 pull_number: str) -> Reply:
+    """Submitted reviews, oldest first (GitHub lists them in chronological order)."""
+    found = api.repo(owner, repo)
+    issue = api.issue(found, pull_number, pull=True)
+    assert issue.pull is not None
+    render = api.render(call)
+    return _listing(call, [render.review(found, issue, r) for r in issue.pull.reviews])
+
+
+def _writer(api: GitHubApi, found: Repo, login: str) -> None:
+    """Push access, as for a dispatch (see create_dispatch)."""
+    member = found.members.get(login)
+    if member is None or member.role not in ("write", "maintain", "admin"):
+        raise ApiError(403, "Resource not accessible by personal access token")
+
+
+# Check runs are for GitHub Apps only; any other token hears "You must authenticate via a
+# GitHub App." (github.com/actions/github-script/issues/118,
+# github.com/EnricoMi/publish-unit-test-result-action/issues/53).
+APP_REQUIRED = "You must authenticate via a GitHub App."
+
+
+def _apply_check(check: CheckRun, data: dict[str, Any]) -> None:
+    if "status" in data:
+        check.status = data["status"]
+    if data.get("conclusion"):
+        check.status, check.conclusion = "completed", data["conclusion"]
+    elif check.status != "completed":
+        check.conclusion = None
+    output = data.get("output") or {}
+    check.title = output.get("title", check.title)
+    check.summary = output.get("summary", check.summary)
+    if "details_url" in data:
+        check.details_url = data["details_url"]
+
+
+def _check_effect(api: GitHubApi, found: Repo, kind: str, check: CheckRun) -> None:
+    api.effect(found, "", kind, f"{check.name}:{check.sha}:{check.status}:"
+               f"{check.conclusion or '-'}:{check.summary}")
+
+
+@router.route("POST", "/repos/{owner}/{repo}/check-runs")
+def create_check_run(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -> Reply:
+    found = api.repo(owner, repo)
+    user = api.state.users.get(login)
+    if user is None or user.app is None:
+        raise ApiError(403, APP_REQUIRED)
+    data = call.json()
+    sha = found.git.resolve(data["head_sha"])
+    if sha is None or sha != data["head_sha"]:
+        raise ApiError(422, "No commit found for SHA: " + str(data["head_sha"]))
+    check = CheckRun(api.state.new_id(), data["name"], sha, None, "", "", app=user.app,
+                     status="queued")
+    _apply_check(check, data)
+    found.check_runs.append(check)
+    _check_effect(api, found, "check-run", check)
+    return Reply.json(201, api.render(call).check_run(found, check))
+
+
+@router.route("PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}")
+def update_check_run(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
+                     check_run_id: str) -> Reply:
+    found = api.repo(owner, repo)
+    user = api.state.users.get(login)
+    if user is None or user.app is None:
+        raise ApiError(403, APP_REQUIRED)
+    check = next((c for c in found.check_runs if c.id == int(check_run_id)), None)
+    if check is None:
+        raise ApiError(404, "Not Found")
+    if check.app != user.app:  # only the App that created a check run may change it
+        raise ApiError(403, INTEGRATION_REFUSED)
+    _apply_check(check, call.json())
+    _check_effect(api, found, "check-run-update", check)
+    return Reply.json(200, api.render(call).check_run(found, check))
+
+
+@router.route("POST", "/repos/{owner}/{repo}/statuses/{sha}")
+def create_status(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
+                  sha: str) -> Reply:
+    """A commit status: the latest one per context is what GitHub shows. Needs push
+    access; a description longer than 140 characters is refused."""
+    found = api.repo(owner, repo)
+    _writer(api, found, login)
+    if found.git.resolve(sha) != sha:
+        raise ApiError(422, f"No commit found for SHA: {sha}")
+    data = call.json()
+    description = data.get("description") or ""
+    if len(description) > 140:
+        raise ApiError(422, "Validation Failed", [
+            {"resource": "Status", "code": "custom", "field": "description",
+             "message": "description is too long (maximum is 140 characters)"}])
+    status = CommitStatus(api.state.new_id(), sha, data.get("context") or "default",
+                          data["state"], description, data.get("target_url"), login)
+    found.statuses.append(status)
+    api.effect(found, "", "status", f"{status.name}:{sha}:{status.state}:{description}")
+    return Reply.json(201, api.render(call).status(found, status))

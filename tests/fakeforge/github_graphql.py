@@ -13,12 +13,13 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any
 
-from graphql import GraphQLError, build_schema, graphql_sync
+from graphql import GraphQLError, build_schema, extend_schema, graphql_sync, parse
 
+from .acts import Act
 from .wire import Call, Reply
 
 if TYPE_CHECKING:
-    from .model import ReviewThread, State
+    from .model import Issue, Repo, ReviewThread, State
     from .server import FakeServer
 
 SCHEMA = build_schema('''
@@ -140,8 +141,11 @@ class GitHubGraphQL:
             query, variables = request["query"], request.get("variables") or {}
         except (ValueError, KeyError, TypeError):
             return Reply.json(400, {"message": "Problems parsing JSON"})
-        result = graphql_sync(SCHEMA, query, root_value={"repository": self._repository},
-                              variable_values=variables)
+        roots = {"repository": self._repository, **more_roots(self.state, token)}
+        result = graphql_sync(SCHEMA, query, root_value=roots, variable_values=variables)
+        lost = self.state.lost_answer("github-graphql", call.method)  # fail_after_next
+        if lost is not None:
+            return Reply.json(lost, {"message": "Server Error"})
         body: dict[str, Any] = {"data": result.data}
         if result.errors:
             body["errors"] = [_error_json(error) for error in result.errors]
@@ -180,3 +184,81 @@ def _error_json(error: GraphQLError) -> dict[str, Any]:
     if error.extensions and "type" in error.extensions:
         value["type"] = error.extensions["type"]
     return value
+
+
+# -- who the token is, and resolving review threads ------------------------------------------
+# `viewer` answers an App installation token too, with its bot user `<slug>[bot]`
+# (github.com/fullsend-ai/fullsend/pull/1953); `resolveReviewThread` takes the thread's
+# node id, as GitHub's public schema declares.
+SCHEMA = extend_schema(SCHEMA, parse('''
+extend schema { mutation: Mutation }
+
+extend type Query {
+  viewer: User!
+}
+
+type User {
+  login: String!
+  databaseId: Int
+  name: String
+}
+
+type Mutation {
+  resolveReviewThread(input: ResolveReviewThreadInput!): ResolveReviewThreadPayload
+}
+
+input ResolveReviewThreadInput {
+  clientMutationId: String
+  threadId: ID!
+}
+
+type ResolveReviewThreadPayload {
+  clientMutationId: String
+  thread: PullRequestReviewThread
+}
+'''))
+
+
+def more_roots(state: State, token: str) -> dict[str, Any]:
+    """The root fields that need to know who asks."""
+    login = state.tokens[token]
+
+    def viewer(_info: Any) -> dict[str, Any]:
+        user = state.users.get(login)
+        return {"login": login, "databaseId": user.id if user else None,
+                "name": user.name if user else login}
+
+    def resolve_review_thread(_info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        found = _find_thread(state, str(input["threadId"]))
+        if found is None:
+            raise _NotFound(f"Could not resolve to a node with the global id of "
+                            f"'{input['threadId']}'")
+        repo, issue, thread = found
+        member = repo.members.get(login)
+        may = issue.author == login or (member is not None and member.role in (
+            "write", "maintain", "admin"))
+        if not may:
+            raise GraphQLError(f"{login} does not have the correct permissions to execute "
+                               "`ResolveReviewThread`", extensions={"type": "FORBIDDEN"})
+        if not thread.resolved:
+            thread.resolved = True
+            state.record("github", repo.full_name, f"#{issue.number}", "resolve",
+                         str(thread.root.id))
+            state.announce(Act("thread-resolved", repo.full_name, login, issue=issue,
+                               review_comments=tuple((thread, c) for c in thread.comments)))
+        return {"clientMutationId": input.get("clientMutationId"), "thread": _thread(thread)}
+
+    return {"viewer": viewer, "resolveReviewThread": resolve_review_thread}
+
+
+def _find_thread(state: State, node: str) -> tuple[Repo, Issue, ReviewThread] | None:
+    prefix, _, root = node.partition("_")
+    if prefix != "PRRT" or not root.isdigit():
+        return None
+    for repo in state.repos.values():
+        for issue in repo.pulls():
+            assert issue.pull is not None
+            for thread in issue.pull.threads:
+                if thread.root.id == int(root):
+                    return repo, issue, thread
+    return None

@@ -20,9 +20,11 @@ from .model import (
     CiJob,
     CiRun,
     Comment,
+    CommitStatus,
     Issue,
     Reaction,
     Repo,
+    Review,
     ReviewComment,
     ReviewThread,
     Role,
@@ -99,7 +101,8 @@ class GitHubRender:
             visibility="private", url=self.api(base), html_url=self.web(f"/{repo.full_name}"),
             clone_url=repo.git.url, default_branch=repo.default_branch,
             created_at=ts(repo.created_at), updated_at=ts(repo.created_at),
-            pushed_at=ts(repo.created_at), fork=False, archived=False, disabled=False,
+            pushed_at=ts(repo.created_at), fork=repo.fork_of is not None, archived=False,
+            disabled=False,
             open_issues_count=sum(i.state == "open" for i in repo.issues.values()),
         )
         for key in ("organization", "parent", "source", "template_repository"):
@@ -201,7 +204,8 @@ class GitHubRender:
             updated_at=ts(issue.updated_at), closed_at=None, merge_commit_sha=None,
             merged_at=ts(issue.updated_at) if issue.pull.merged else None,
             assignee=None, assignees=[], requested_reviewers=[], requested_teams=[],
-            head=self._ref(repo, issue.pull.head, head_sha),
+            head=self._ref(self.state.repos.get(issue.pull.head_repo or "", repo),
+                           issue.pull.head, head_sha),
             base=self._ref(repo, issue.pull.base, repo.git.resolve(issue.pull.base) or ""),
             author_association="OWNER" if issue.author == repo.owner else "CONTRIBUTOR",
             auto_merge=None, draft=issue.pull.draft,
@@ -362,12 +366,51 @@ class GitHubRender:
             id=check.id, head_sha=check.sha, node_id=node_id("CheckRun", check.id),
             external_id=str(check.id), url=self.api(api),
             html_url=self.web(f"/{repo.full_name}/runs/{check.id}"),
-            details_url=details_url or self.web(f"/{check.app}/runs/{check.id}"),
-            status="completed", conclusion=check.conclusion, name=check.name,
+            details_url=details_url or check.details_url
+            or self.web(f"/{check.app}/runs/{check.id}"),
+            status=check.status, conclusion=check.conclusion, name=check.name,
             pull_requests=[],
         )
+        if check.status != "completed":
+            value["completed_at"] = None
         value["output"].update(title=check.title, summary=check.summary, text=None,
                                annotations_count=0,
                                annotations_url=self.api(f"{api}/annotations"))
         value["app"].update(slug=check.app, name=check.app)
+        return self.point_home(value)  # type: ignore[no-any-return]
+
+    # -- the token's user; reviews; commit statuses --------------------------------------
+    def authenticated_user(self, login: str) -> dict[str, Any]:
+        """`GET /user` for a user's token: the private view of that user."""
+        value = self.spec.example("private-user")
+        value.update({k: v for k, v in self.user(login).items() if k in value})
+        known = self.state.users.get(login)
+        value.update(user_view_type="private", name=known.name if known else login,
+                     email=known.email if known else None, company=None, blog="",
+                     location=None, bio=None, twitter_username=None)
+        return self.point_home(value)  # type: ignore[no-any-return]
+
+    def review(self, repo: Repo, issue: Issue, review: Review) -> dict[str, Any]:
+        value = self.spec.example("pull-request-review")
+        web = self.web(f"/{repo.full_name}/pull/{issue.number}#pullrequestreview-{review.id}")
+        pull_api = self.api(f"/repos/{repo.full_name}/pulls/{issue.number}")
+        value.update(
+            id=review.id, node_id=node_id("PullRequestReview", review.id),
+            user=self.user(review.author), body=review.body, state=review.state.upper(),
+            html_url=web, pull_request_url=pull_api, submitted_at=ts(review.submitted_at),
+            commit_id=review.commit_id,
+            author_association="OWNER" if review.author == repo.owner else "CONTRIBUTOR",
+        )
+        value["_links"] = {"html": {"href": web}, "pull_request": {"href": pull_api}}
+        return self.point_home(value)  # type: ignore[no-any-return]
+
+    def status(self, repo: Repo, status: CommitStatus) -> dict[str, Any]:
+        value = self.spec.example("status")
+        value.update(
+            url=self.api(f"/repos/{repo.full_name}/statuses/{status.sha}"),
+            id=status.id, node_id=node_id("StatusContext", status.id), state=status.state,
+            description=status.description, target_url=status.target_url,
+            context=status.name, created_at=ts(status.created_at),
+            updated_at=ts(status.updated_at), creator=self.user(status.creator),
+        )
         return self.point_home(value)  # type: ignore[no-any-return]

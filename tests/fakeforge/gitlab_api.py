@@ -6,8 +6,21 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .acts import Act, announce_reply
 from .gitlab_render import REACTION, GitLabRender
-from .model import CiJob, CiRun, Comment, Issue, PullData, Reaction, Repo, ReviewComment, State, now
+from .model import (
+    CiJob,
+    CiRun,
+    Comment,
+    CommitStatus,
+    Issue,
+    PullData,
+    Reaction,
+    Repo,
+    ReviewComment,
+    State,
+    now,
+)
 from .routing import Router
 from .wire import ApiError, Call, Reply, link_header, paginate
 
@@ -43,9 +56,11 @@ class GitLabApi:
                                                 "in the fake GitLab")
             return Reply.json(404, {"error": "404 Not Found"})
         try:
-            return match.route.handler(self, call, login, **match.params)
+            reply = match.route.handler(self, call, login, **match.params)
         except ApiError as exc:
             return Reply.json(exc.status, {"message": exc.message})
+        lost = self.state.lost_answer("gitlab", call.method)  # FakeForge.fail_after_next
+        return reply if lost is None else Reply.json(lost, {"message": f"{lost} Bad Gateway"})
 
     def _login(self, call: Call) -> str | None:
         token = call.headers.get("private-token")
@@ -137,9 +152,11 @@ def get_issue(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Repl
     return Reply.json(200, api.render(call).issue(repo, api.issue(repo, "issues", iid)))
 
 
-def _update(api: GitLabApi, call: Call, repo: Repo, kind: str, issue: Issue) -> list[str]:
+def _update(api: GitLabApi, call: Call, repo: Repo, kind: str, issue: Issue,
+            login: str = "") -> list[str]:
     """PUT on an issue or merge request: the fields opbot sends, recorded as effects."""
     data = call.json()
+    before = {"labels": list(issue.labels), "title": issue.title, "body": issue.body}
     if "add_labels" in data:
         added = _labels(data["add_labels"])
         issue.labels += [n for n in added if n not in issue.labels]
@@ -156,14 +173,29 @@ def _update(api: GitLabApi, call: Call, repo: Repo, kind: str, issue: Issue) -> 
         api.effect(repo, kind, issue, "pr-update" if issue.pull else "issue-update",
                    ",".join("body" if k == "description" else k for k in changed))
     issue.updated_at = now()
+    _announce_update(api, login, repo, issue, before)
     return changed
+
+
+def _announce_update(api: GitLabApi, login: str, repo: Repo, issue: Issue,
+                     before: dict[str, Any]) -> None:
+    """The hooks a PUT brings: labels added (Issue / Merge Request Hook with
+    changes.labels), a merge request's new title or description (Merge Request Hook)."""
+    added = tuple(n for n in issue.labels if n not in before["labels"])
+    if added:
+        api.state.announce(Act("labeled", repo.full_name, login, issue=issue, labels=added,
+                               previous_labels=tuple(before["labels"])))
+    edits = {k: before[k] for k in ("title", "body") if before[k] != getattr(issue, k)}
+    if edits and issue.pull is not None:
+        api.state.announce(Act("pull-edited", repo.full_name, login, issue=issue,
+                               changes=edits))
 
 
 @router.route("PUT", "/projects/{id}/issues/{iid}")
 def update_issue(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
     repo = api.project(id)
     issue = api.issue(repo, "issues", iid)
-    _update(api, call, repo, "issues", issue)
+    _update(api, call, repo, "issues", issue, login)
     return Reply.json(200, api.render(call).issue(repo, issue))
 
 
@@ -172,7 +204,8 @@ def list_notes(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid: 
     repo = api.project(id)
     issue = api.issue(repo, kind, iid)
     render = api.render(call)
-    notes = [(c.id, render.note(repo, issue, c)) for c in issue.comments]
+    notes = [(c.id, render.note(repo, issue, c)) for c in [*issue.comments,
+                                                           *summary_notes(issue)]]
     for thread in issue.pull.threads if issue.pull else []:
         notes += [(c.id, render.note(repo, issue, c, thread=thread)) for c in thread.comments]
     # GitLab's default order is newest first (sort=desc).
@@ -187,6 +220,7 @@ def create_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid:
     note = Comment(api.state.new_id(), login, call.json()["body"])
     issue.comments.append(note)
     api.effect(repo, kind, issue, "comment", note.body)
+    api.state.announce(Act("comment", repo.full_name, login, issue=issue, comment=note))
     return Reply.json(201, api.render(call).note(repo, issue, note))
 
 
@@ -213,9 +247,12 @@ def update_note(api: GitLabApi, call: Call, login: str, id: str, kind: str, iid:
     note = _note(repo, issue, note_id)
     if note.author != login:
         raise ApiError(403, "403 Forbidden")
+    old = note.body
     note.body = call.json()["body"]
     note.updated_at = now()
     api.effect(repo, kind, issue, "comment-edit", f"{note.id}:{note.body}")
+    api.state.announce(Act("comment-edited", repo.full_name, login, issue=issue, comment=note,
+                           changes={"body": old}))
     return Reply.json(200, api.render(call).note(repo, issue, note))
 
 
@@ -273,7 +310,8 @@ def create_mr(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
         if repo.git.resolve(name) is None:
             raise ApiError(422, f"Invalid branch: {name}")
     existing = next((i for i in repo.pulls() if i.state == "open" and i.pull
-                     and i.pull.head == source and i.pull.base == target), None)
+                     and i.pull.head == source and i.pull.base == target
+                     and i.pull.head_repo in (None, repo.full_name)), None)
     if existing is not None:
         return Reply.json(409, {"message": [
             "Another open merge request already exists for this source branch: "
@@ -284,6 +322,7 @@ def create_mr(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
     api.effect(repo, "merge_requests", issue, "pr-open", f"{source}->{target}:{issue.title}")
     if issue.labels:
         api.effect(repo, "merge_requests", issue, "labels", ",".join(issue.labels))
+    api.state.announce(Act("pull-opened", repo.full_name, login, issue=issue))
     return Reply.json(201, api.render(call).merge_request(repo, issue))
 
 
@@ -298,7 +337,7 @@ def get_mr(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
 def update_mr(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
     repo = api.project(id)
     issue = api.issue(repo, "merge_requests", iid)
-    _update(api, call, repo, "merge_requests", issue)
+    _update(api, call, repo, "merge_requests", issue, login)
     return Reply.json(200, api.render(call).merge_request(repo, issue))
 
 
@@ -309,7 +348,8 @@ def list_discussions(api: GitLabApi, call: Call, login: str, id: str, iid: str) 
     assert issue.pull is not None
     render = api.render(call)
     items = [(t.root.id, render.discussion(repo, issue, t)) for t in issue.pull.threads]
-    items += [(c.id, render.comment_discussion(repo, issue, c)) for c in issue.comments]
+    items += [(c.id, render.comment_discussion(repo, issue, c))
+              for c in [*issue.comments, *summary_notes(issue)]]
     return _listing(call, [d for _, d in sorted(items, key=lambda pair: pair[0])])
 
 
@@ -324,6 +364,7 @@ def reply_discussion(api: GitLabApi, call: Call, login: str, id: str, iid: str,
     note = ReviewComment(api.state.new_id(), login, call.json()["body"], repo.head_sha(issue))
     thread.comments.append(note)
     api.effect(repo, "merge_requests", issue, "reply", f"{thread.discussion_id}:{note.body}")
+    announce_reply(api.state, repo.full_name, issue, thread, note)
     return Reply.json(201, api.render(call).note(repo, issue, note, thread=thread))
 
 
@@ -452,3 +493,105 @@ def get_job(api: GitLabApi, call: Call, login: str, id: str, job_id: str) -> Rep
 def get_trace(api: GitLabApi, call: Call, login: str, id: str, job_id: str) -> Reply:
     _, job = _find_job(api.project(id), job_id)
     return Reply.text(200, job.log)
+
+
+# -- who the token is; review summaries; resolving discussions; commit statuses ------------
+def summary_notes(issue: Issue) -> list[Comment]:
+    """A submitted review's summary is a plain note on GitLab (GitHub lists reviews under
+    /pulls/{n}/reviews instead); a review without a body leaves none."""
+    reviews = issue.pull.reviews if issue.pull else []
+    return [Comment(r.id, r.author, r.body, created_at=r.submitted_at,
+                    updated_at=r.submitted_at) for r in reviews if r.body]
+
+
+@router.route("GET", "/user")
+def get_current_user(api: GitLabApi, call: Call, login: str) -> Reply:
+    return Reply.json(200, api.render(call).current_user(login))
+
+
+@router.route("GET", "/projects/{id}/repository/commits/{sha}")
+def get_commit(api: GitLabApi, call: Call, login: str, id: str, sha: str) -> Reply:
+    repo = api.project(id)
+    found = repo.git.resolve(sha)
+    if found is None:
+        raise ApiError(404, "404 Commit Not Found")
+    return Reply.json(200, api.render(call).commit(repo, repo.git.commit_info(found)))
+
+
+def _developer_or(repo: Repo, login: str, author: str) -> bool:
+    member = repo.members.get(login)
+    return login == author or (member is not None and (member.access_level or 0) >= 30)
+
+
+@router.route("PUT", "/projects/{id}/merge_requests/{iid}/discussions/{discussion_id}")
+def resolve_discussion(api: GitLabApi, call: Call, login: str, id: str, iid: str,
+                       discussion_id: str) -> Reply:
+    """Resolve or reopen a diff discussion (`resolved` in the query or the body): the
+    merge request's author and developers may."""
+    repo = api.project(id)
+    issue = api.issue(repo, "merge_requests", iid)
+    thread = repo.find_thread(issue, discussion_id)
+    if thread is None:
+        raise ApiError(404, "404 Discussion Not Found")
+    if not _developer_or(repo, login, issue.author):
+        raise ApiError(403, "403 Forbidden")
+    raw = call.arg("resolved")
+    wanted = call.json().get("resolved") if raw is None else raw
+    if wanted is None:
+        raise ApiError(400, "resolved is missing")
+    resolved = wanted is True or str(wanted).lower() == "true"
+    if resolved != thread.resolved:
+        thread.resolved = resolved
+        api.effect(repo, "merge_requests", issue, "resolve" if resolved else "unresolve",
+                   thread.discussion_id)
+        if resolved:  # GitLab sends no hook for it; a GitHub subscription hears of it
+            api.state.announce(Act("thread-resolved", repo.full_name, login, issue=issue,
+                                   review_comments=tuple((thread, c)
+                                                         for c in thread.comments)))
+    return Reply.json(200, api.render(call).discussion(repo, issue, thread))
+
+
+def _transition(current: str, wanted: str) -> str:
+    """GitLab's commit status state machine, as POST /statuses/:sha drives it: `pending`
+    enqueues (from created only), `running` runs (from created or pending), the finished
+    states end a created, pending or running status. Anything else is GitLab's 400
+    (github.com/jenkinsci/gitlab-plugin/issues/885, .../konflux-ci/integration-service/pull/853)."""
+    event = {"pending": "enqueue", "running": "run", "success": "success", "failed": "drop",
+             "canceled": "cancel"}[wanted]
+    allowed = {"pending": ("created",), "running": ("created", "pending")}.get(
+        wanted, ("created", "pending", "running"))
+    if current not in allowed:
+        raise ApiError(400, f"Cannot transition status via :{event} from :{current} "
+                            f"(Reason(s): Status cannot transition via \"{event}\")")
+    return wanted
+
+
+@router.route("POST", "/projects/{id}/statuses/{sha}")
+def set_commit_status(api: GitLabApi, call: Call, login: str, id: str, sha: str) -> Reply:
+    """A commit status by name: a pending or running one of that name is updated, else a
+    new one starts (as GitLab's API does). Developers and above may."""
+    repo = api.project(id)
+    member = repo.members.get(login)
+    if member is None or (member.access_level or 0) < 30:
+        raise ApiError(403, "403 Forbidden")
+    if repo.git.resolve(sha) != sha:
+        raise ApiError(404, "404 Commit Not Found")
+    data = {**dict(call.query), **call.json()}
+    wanted = str(data.get("state", ""))
+    if wanted not in ("pending", "running", "success", "failed", "canceled"):
+        raise ApiError(400, "state does not have a valid value")
+    name = str(data.get("name") or data.get("context") or "default")
+    status = next((s for s in reversed(repo.statuses) if s.sha == sha and s.name == name
+                   and s.state in ("pending", "running")), None)
+    if status is None:
+        status = CommitStatus(api.state.new_id(), sha, name, "created", "", None, login)
+        status.state = _transition(status.state, wanted)
+        repo.statuses.append(status)
+    else:
+        status.state = _transition(status.state, wanted)
+    status.description = str(data.get("description") or status.description)
+    status.target_url = data.get("target_url") or status.target_url
+    status.updated_at = now()
+    api.state.record("gitlab", repo.full_name, "", "status",
+                     f"{name}:{sha}:{status.state}:{status.description}")
+    return Reply.json(201, api.render(call).status(status))

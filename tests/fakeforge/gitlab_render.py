@@ -20,8 +20,10 @@ from .model import (
     CiJob,
     CiRun,
     Comment,
+    CommitStatus,
     Issue,
     Member,
+    PullData,
     Reaction,
     Repo,
     ReviewComment,
@@ -132,7 +134,8 @@ class GitLabRender:
         return {**self._common(repo, issue, "merge_requests", "!"), "state": state,
                 "merged_by": None, "merge_user": None, "merged_at": None,
                 "target_branch": pull.base, "source_branch": pull.head, "reviewers": [],
-                "source_project_id": repo.id, "target_project_id": repo.id,
+                "source_project_id": self._source_project_id(repo, pull),
+                "target_project_id": repo.id,
                 "draft": pull.draft, "work_in_progress": pull.draft, "imported": False,
                 "imported_from": "none", "merge_when_pipeline_succeeds": False,
                 "merge_status": "can_be_merged", "detailed_merge_status": "mergeable",
@@ -233,3 +236,32 @@ class GitLabRender:
                 "project": {"ci_job_token_scope_enabled": False}, "artifacts": [],
                 "artifacts_expire_at": None, "runner": None, "tag_list": [],
                 "archived": False}
+
+    # -- the token's user; forks; commit statuses ----------------------------------------
+    def current_user(self, login: str) -> dict[str, Any]:
+        """`GET /user`: the token's user, with the fields only its owner sees."""
+        known = self.state.users.get(login)
+        return {**self.user(login), "created_at": "2024-01-01T00:00:00.000Z", "bio": "",
+                "location": None, "public_email": None, "skype": "", "linkedin": "",
+                "twitter": "", "website_url": "", "organization": None,
+                "email": known.email if known else None, "bot": bool(known and known.bot),
+                "is_admin": False, "can_create_group": True, "can_create_project": True,
+                "two_factor_enabled": False, "external": False, "private_profile": False}
+
+    def _source_project_id(self, repo: Repo, pull: PullData) -> int:
+        """A fork's merge request comes from the fork's project."""
+        source = self.state.repos.get(pull.head_repo or "")
+        if source is not None:
+            return source.id
+        return repo.id if pull.head_repo in (None, repo.full_name) else \
+            zlib.crc32((pull.head_repo or "").encode()) % 10_000_000  # a deleted fork
+
+    def status(self, status: CommitStatus) -> dict[str, Any]:
+        finished = status.state in ("success", "failed", "canceled")
+        return {"id": status.id, "sha": status.sha, "ref": None, "status": status.state,
+                "name": status.name, "target_url": status.target_url,
+                "description": status.description or None, "coverage": None,
+                "allow_failure": False, "created_at": ts(status.created_at),
+                "started_at": ts(status.created_at) if status.state != "pending" else None,
+                "finished_at": ts(status.updated_at) if finished else None,
+                "author": self.user(status.creator)}

@@ -138,8 +138,10 @@ class BareRepo:
         return [Push(*line.split(" ", 3)) for line in log.read_text().splitlines() if line]
 
     def commit(self, branch: str, files: dict[str, str], message: str,
-               author: tuple[str, str], base: str | None = None) -> str:
-        """A real commit, made in a temporary clone and pushed back (as the fixture)."""
+               author: tuple[str, str], base: str | None = None,
+               actor: str = FIXTURE_ACTOR) -> str:
+        """A real commit, made in a temporary clone and pushed back (as the fixture, or as
+        `actor` in the push log: "fakeforge-fixture:<login>" for a person a helper plays)."""
         with tempfile.TemporaryDirectory(prefix="fakeforge-clone-") as tmp:
             work = Path(tmp)
             git("init", "--quiet", str(work))
@@ -160,7 +162,7 @@ class BareRepo:
                    "GIT_COMMITTER_NAME": author[0], "GIT_COMMITTER_EMAIL": author[1]}
             git("commit", "--quiet", "--allow-empty", "-m", message, cwd=work, env=who)
             git("push", "--quiet", self.url, f"HEAD:refs/heads/{branch}", cwd=work,
-                env={"FAKEFORGE_ACTOR": FIXTURE_ACTOR})
+                env={"FAKEFORGE_ACTOR": actor})
             return git("rev-parse", "HEAD", cwd=work).strip()
 
 

@@ -11,9 +11,10 @@ import hashlib
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from .gitstore import BareRepo
 
@@ -36,6 +37,35 @@ class User:
     name: str
     email: str
     bot: bool = False
+    app: str | None = None  # an App's bot user ("<slug>[bot]"): the App's slug
+
+
+@dataclass
+class App:
+    """A GitHub App: its installation tokens act as its bot user, `<slug>[bot]`."""
+
+    slug: str
+    id: int
+    name: str
+    owner: str
+
+    @property
+    def login(self) -> str:
+        return f"{self.slug}[bot]"
+
+
+@dataclass
+class Review:
+    """A submitted pull request review: a state, a summary body, and the ids of the
+    review comments it brought (GitHub creates one for every diff comment, replies too)."""
+
+    id: int
+    author: str
+    state: str  # commented | changes_requested | approved (GitHub's webhook spelling)
+    body: str
+    commit_id: str
+    comment_ids: list[int] = field(default_factory=list)
+    submitted_at: datetime = field(default_factory=now)
 
 
 @dataclass
@@ -96,6 +126,8 @@ class PullData:
     draft: bool = False
     threads: list[ReviewThread] = field(default_factory=list)
     closed_head_sha: str | None = None  # a closed PR keeps the head it had
+    head_repo: str | None = None  # a fork's full name; None: the base repository itself
+    reviews: list[Review] = field(default_factory=list)
 
 
 @dataclass
@@ -143,15 +175,34 @@ class CiRun:
 
 @dataclass
 class CheckRun:
-    """A check run from a non-Actions app (GitHub only)."""
+    """A check run from a non-Actions app (GitHub only); `conclusion` is None until its
+    status is completed."""
 
     id: int
     name: str
     sha: str
-    conclusion: str
+    conclusion: str | None
     title: str
     summary: str
     app: str = "external-ci"
+    status: str = "completed"  # queued | in_progress | completed
+    details_url: str | None = None
+
+
+@dataclass
+class CommitStatus:
+    """A commit status (GitHub `POST /statuses/{sha}`, GitLab `POST /statuses/{sha}`),
+    in the forge's own state words (GitHub failure, GitLab failed ...)."""
+
+    id: int
+    sha: str
+    name: str  # GitHub's context, GitLab's name
+    state: str
+    description: str
+    target_url: str | None
+    creator: str
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
 
 
 @dataclass
@@ -165,6 +216,8 @@ class Repo:
     runs: list[CiRun] = field(default_factory=list)
     check_runs: list[CheckRun] = field(default_factory=list)
     created_at: datetime = field(default_factory=now)
+    statuses: list[CommitStatus] = field(default_factory=list)
+    fork_of: str | None = None  # the full name of the repository this one forks
 
     @property
     def owner(self) -> str:
@@ -185,6 +238,10 @@ class Repo:
         assert issue.pull is not None
         if issue.pull.closed_head_sha:
             return issue.pull.closed_head_sha
+        if issue.pull.head_repo not in (None, self.full_name):
+            # A fork's commits reach the base repository as refs/pull/<n>/head, as on
+            # GitHub (GitLab: refs/merge-requests/<iid>/head).
+            return self.git.resolve(f"refs/pull/{issue.number}/head") or "0" * 40
         return self.git.resolve(issue.pull.head) or "0" * 40
 
     def find_comment(self, comment_id: int) -> tuple[Issue, Comment] | None:
@@ -217,6 +274,15 @@ class Effect:
         return f"{self.forge}:{self.repo}{self.target}:{self.kind}:{self.detail}"
 
 
+@dataclass(frozen=True)
+class LostAnswer:
+    """A request that takes effect and then answers `status` (a proxy timing out, a
+    dropped connection): the client cannot know that it worked."""
+
+    status: int
+    methods: frozenset[str]
+
+
 @dataclass
 class Injected:
     """A canned response for the next request to one front end (rate limit, 5xx)."""
@@ -234,11 +300,20 @@ class State:
         self.users: dict[str, User] = {}
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, str] = {}  # token -> login
+        self.apps: dict[str, App] = {}  # slug -> GitHub App
+        self.app_tokens: dict[str, str] = {}  # installation token -> the App's slug
+        # Called with each act a client's request did (tests/fakeforge/acts.py), under the
+        # lock: the webhook deliveries (tests/fakeforge/hooks.py) listen here.
+        self.listeners: list[Callable[[Any], None]] = []
         self.effects: list[Effect] = []
         self.validation_errors: list[str] = []
         self.injected: dict[FrontEnd, deque[Injected]] = {"github": deque(), "gitlab": deque(),
                                                         "github-graphql": deque()}
         self.requests: list[str] = []  # "METHOD path" per request seen (no headers, no query)
+        # Lost answers: the next matching requests take effect, then get this status
+        # instead of their reply (FakeForge.fail_after_next).
+        self.lost: dict[FrontEnd, deque[LostAnswer]] = {"github": deque(), "gitlab": deque(),
+                                                        "github-graphql": deque()}
         self._ids = itertools.count(101)
 
     def new_id(self) -> int:
@@ -255,6 +330,19 @@ class State:
 
     def record(self, forge: str, repo: str, target: str, kind: str, detail: str) -> None:
         self.effects.append(Effect(forge, repo, target, kind, detail))
+
+    def lost_answer(self, front: FrontEnd, method: str) -> int | None:
+        """The status to answer a request that just took effect with, if its answer is to
+        be lost (the first waiting LostAnswer whose methods include `method`)."""
+        waiting = self.lost[front]
+        if waiting and method.upper() in waiting[0].methods:
+            return waiting.popleft().status
+        return None
+
+    def announce(self, act: Any) -> None:
+        """An act (tests/fakeforge/acts.py) for whoever delivers webhooks for it."""
+        for listener in list(self.listeners):
+            listener(act)
 
 
 def discussion_id(seed: int) -> str:

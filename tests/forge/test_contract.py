@@ -167,6 +167,12 @@ def test_repository_facts(fake: FakeForge, world: World, forge: Forge) -> None:
     assert forge.file_content("kernels", HEAD) is None  # a directory is no file
 
 
+def test_git_credentials_stay_out_of_the_url(fake: FakeForge, world: World, kind: ForgeKind,
+                                             forge: Forge) -> None:
+    assert fake.token not in forge.push_url()
+    assert forge.git_credentials() == (kind.git_username, fake.token)
+
+
 @pytest.mark.parametrize(("url", "user", "token", "expected"), [
     ("https://github.com/o/r.git", "x-access-token", "t/k",
      "https://x-access-token:t%2Fk@github.com/o/r.git"),
@@ -180,7 +186,8 @@ def test_push_url_carries_token_for_http(url: str, user: str, token: str,
 
 def test_pull_requests(fake: FakeForge, world: World, kind: ForgeKind, forge: Forge) -> None:
     expected = PullRequest(2, "relu: Triton kernel", "Generated.", "opbot", HEAD, world.head_sha,
-                           "main", "open", kind.pull_url(fake, 2), ("opbot",))
+                           "main", "open", kind.pull_url(fake, 2), ("opbot",),
+                           from_fork=False, head_repo=REPO)
     assert forge.get_pull_request(2) == expected
     assert forge.find_pull_request(HEAD) == expected
     assert forge.find_pull_request("no/such-branch") is None
@@ -196,7 +203,8 @@ def test_create_pull_request(fake: FakeForge, world: World, kind: ForgeKind,
     draft = PullRequestDraft("opbot/gelu", "main", "gelu: kernel", "Body", ["opbot", "gelu"])
     created = forge.create_pull_request(draft)
     assert created == PullRequest(3, "gelu: kernel", "Body", "opbot", "opbot/gelu", sha, "main",
-                                  "open", kind.pull_url(fake, 3), ("opbot", "gelu"))
+                                  "open", kind.pull_url(fake, 3), ("opbot", "gelu"),
+                                  head_repo=REPO)
     assert forge.get_pull_request(3) == created
     assert fake.effect_log() == [f"{kind.effect_target(3)}:pr-open:opbot/gelu->main:gelu: kernel",
                                  f"{kind.effect_target(3)}:labels:opbot,gelu"]

@@ -105,6 +105,12 @@ def _pr_comment(payload: dict[str, Any]) -> None:
         "merged_at": None}
 
 
+def _actions_app(payload: dict[str, Any]) -> dict[str, Any]:
+    """GitHub Actions as a check suite's app (the check_run example's own)."""
+    app: dict[str, Any] = _load("github/check_run/completed.1.json")["check_run"]["app"]
+    return app
+
+
 def _labelled(payload: dict[str, Any]) -> None:
     payload["label"] = copy.deepcopy(OP_LABEL)
     payload["issue"]["labels"] = [OP_LABEL]
@@ -112,8 +118,8 @@ def _labelled(payload: dict[str, Any]) -> None:
 
 
 GITHUB_CASES: list[tuple[str, str, str, Mutation | None, dict[str, Any]]] = [
-    ("issue opened with the label", "issues", "issues/opened.1.json", _op_issue,
-     {"action": "generate", "op": "gelu", "number": 1}),
+    ("issue opened with the label: its labeled delivery is the request", "issues",
+     "issues/opened.1.json", _op_issue, {"action": "ignore"}),
     ("issue labelled op-request", "issues", "issues/labeled.1.json", _labelled,
      {"action": "generate", "op": "gelu"}),
     ("issue labelled something else", "issues", "issues/labeled.1.json", None,
@@ -162,17 +168,51 @@ GITHUB_CASES: list[tuple[str, str, str, Mutation | None, dict[str, Any]]] = [
      "pull_request_review/submitted.1.json",
      changes(pull_request__head__ref="opbot/gelu", review__state="approved", review__body=None),
      {"action": "ignore"}),
+    ("an approval saying LGTM on a bot PR", "pull_request_review",
+     "pull_request_review/submitted.1.json",
+     changes(pull_request__head__ref="opbot/gelu", review__state="approved", review__body="LGTM"),
+     {"action": "ignore"}),
+    ("a dismissed review on a bot PR", "pull_request_review",
+     "pull_request_review/submitted.1.json",
+     changes(pull_request__head__ref="opbot/gelu", review__state="dismissed",
+             review__body="no longer relevant"), {"action": "ignore"}),
+    ("inline comments only (a commented review) on a bot PR", "pull_request_review",
+     "pull_request_review/submitted.1.json",
+     changes(pull_request__head__ref="opbot/gelu", review__state="commented", review__body=None),
+     {"action": "iterate-review"}),
+    ("a review on a fork's PR named opbot/...", "pull_request_review",
+     "pull_request_review/submitted.1.json",
+     changes(pull_request__head__ref="opbot/gelu", review__state="changes_requested",
+             pull_request__head__repo__full_name="mallory/Hello-World"), {"action": "ignore"}),
+    ("a review on a PR whose fork was deleted", "pull_request_review",
+     "pull_request_review/submitted.1.json",
+     changes(pull_request__head__ref="opbot/gelu", review__state="changes_requested",
+             pull_request__head__repo=None), {"action": "ignore"}),
     ("a review on a person's PR", "pull_request_review", "pull_request_review/submitted.1.json",
      changes(review__body="Please fix"), {"action": "ignore"}),
-    ("a review comment on a bot PR", "pull_request_review_comment",
+    ("a review comment on a bot PR: its review's delivery drives", "pull_request_review_comment",
      "pull_request_review_comment/created.1.json",
-     changes(pull_request__head__ref="opbot/softmax"),
-     {"action": "iterate-review", "op": "softmax"}),
+     changes(pull_request__head__ref="opbot/softmax"), {"action": "ignore"}),
     ("a review comment on a person's PR", "pull_request_review_comment",
      "pull_request_review_comment/created.1.json", None, {"action": "ignore"}),
-    ("a failed check run on a bot branch", "check_run", "check_run/completed.1.json",
+    ("a failed check run on a bot branch: its suite reports it", "check_run",
+     "check_run/completed.1.json",
      changes(check_run__check_suite__head_branch="opbot/gelu", check_run__conclusion="failure"),
+     {"action": "ignore"}),
+    ("another CI app's failed check suite on a bot branch", "check_suite",
+     "check_suite/completed.1.json",
+     changes(check_suite__head_branch="opbot/gelu", check_suite__conclusion="failure"),
      {"action": "iterate-ci", "op": "gelu", "number": 2}),
+    ("an Actions check suite: its workflow_run reports it", "check_suite",
+     "check_suite/completed.1.json",
+     both(changes(check_suite__head_branch="opbot/gelu", check_suite__conclusion="failure"),
+          lambda p: p["check_suite"].__setitem__("app", _actions_app(p))),
+     {"action": "ignore"}),
+    ("a failed workflow run of a fork's opbot/... branch", "workflow_run",
+     "workflow_run/completed.1.json",
+     changes(workflow_run__head_branch="opbot/gelu", workflow_run__conclusion="failure",
+             workflow_run__head_repository__full_name="mallory/octo-repo"),
+     {"action": "ignore"}),
     ("a passed check run on a bot branch", "check_run", "check_run/completed.1.json",
      changes(check_run__check_suite__head_branch="opbot/gelu", check_run__conclusion="success"),
      {"action": "ignore"}),
@@ -241,6 +281,17 @@ GITLAB_CASES: list[tuple[str, str, str, Mutation | None, dict[str, Any]]] = [
      {"action": "regen", "number": 1, "command": {"force": True}}),
     ("a review note on a person's MR", "Note Hook", "note_hook_merge_request.json", None,
      {"action": "ignore"}),
+    ("a review note on a fork's MR named opbot/...", "Note Hook",
+     "note_hook_merge_request.json",
+     changes(merge_request__source_branch="opbot/gelu", merge_request__source_project_id=99),
+     {"action": "ignore"}),
+    ("/regen on a fork's MR named opbot/...", "Note Hook", "note_hook_merge_request.json",
+     changes(merge_request__source_branch="opbot/gelu", object_attributes__type=None,
+             object_attributes__note="/regen", merge_request__source_project_id=99),
+     {"action": "ignore"}),
+    ("the bot's own diff note", "Note Hook", "note_hook_merge_request.json",
+     changes(merge_request__source_branch="opbot/gelu", user__username="opbot"),
+     {"action": "ignore"}),
     ("a failed pipeline on a bot branch", "Pipeline Hook", "pipeline_hook.json",
      changes(object_attributes__ref="opbot/gelu"),
      {"action": "iterate-ci", "op": "gelu", "number": 1}),
@@ -251,6 +302,9 @@ GITLAB_CASES: list[tuple[str, str, str, Mutation | None, dict[str, Any]]] = [
      changes(object_attributes__source="schedule", object_attributes__status="running"),
      {"action": "scan"}),
     ("a failed pipeline on master", "Pipeline Hook", "pipeline_hook.json", None,
+     {"action": "ignore"}),
+    ("a failed pipeline of a fork's MR", "Pipeline Hook", "pipeline_hook.json",
+     changes(object_attributes__ref="opbot/gelu", merge_request__source_project_id=99),
      {"action": "ignore"}),
     ("a job event", "Job Hook", "job_hook.json", None, {"action": "ignore"}),
     ("a merge request event", "Merge Request Hook", "merge_request_hook.json", None,
@@ -266,7 +320,7 @@ def test_gitlab_plans(event: str, file: str, mutation: Mutation | None,
     payload = _load(f"gitlab/{file}")
     if mutation is not None:
         mutation(payload)
-    _assert_subset(plan_event("gitlab", event, payload).to_json(), expected)
+    _assert_subset(plan_event("gitlab", event, payload, bot_login="opbot").to_json(), expected)
 
 
 def _assert_subset(actual: dict[str, Any], expected: dict[str, Any]) -> None:

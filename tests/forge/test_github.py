@@ -88,7 +88,7 @@ def test_review_threads(fake: FakeForge, world: World, forge: GitHubForge) -> No
                  web(fake, f"/pull/2#discussion_r{root.id}")),
          Comment(reply.id, "+1, and add a test.", "bob",
                  web(fake, f"/pull/2#discussion_r{reply.id}"))),
-        KERNEL_PATH, 2, False)]
+        KERNEL_PATH, 2, False, node_id=f"PRRT_{root.id}")]
 
 
 def test_review_threads_follow_link_pages(fake: FakeForge, world: World) -> None:

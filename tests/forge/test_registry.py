@@ -115,6 +115,9 @@ class Forgejo:
         self.connected.append((url, token, repo))
         return _NoForge()
 
+    def identity(self, url: str | None, token: str) -> str:
+        return "forgejo-bot"
+
 
 class _NoForge:
     """What a test needs of a connected forge: nothing; only that connect was reached."""

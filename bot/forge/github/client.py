@@ -28,6 +28,7 @@ from github.WorkflowJob import WorkflowJob
 from bot.forge.base import (
     DISPATCH_EVENT,
     PERMISSION_ORDER,
+    PROGRESS_NAME,
     Comment,
     Commit,
     ConflictError,
@@ -39,6 +40,7 @@ from bot.forge.base import (
     Issue,
     NotFoundError,
     Permission,
+    ProgressState,
     PullRequest,
     PullRequestDraft,
     RateLimitedError,
@@ -47,7 +49,7 @@ from bot.forge.base import (
     Target,
     UnavailableError,
 )
-from bot.forge.common import scrub, with_credentials
+from bot.forge.common import scrub, without_credentials
 
 PUBLIC_API = "https://api.github.com"
 LOG_TAIL_CHARS = 20_000
@@ -57,6 +59,17 @@ _LEGACY_PERMISSION: dict[str, Permission] = {"admin": "admin", "write": "write",
                                               "read": "read", "none": "none"}
 _ACTIONS_APP = "github-actions"
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+# Review states whose body speaks to the author (an approval's text asks for nothing).
+_SUMMARY_STATES = ("COMMENTED", "CHANGES_REQUESTED")
+# report_progress's states as a check run's status/conclusion, and as a commit status.
+_CHECK_RUN: dict[ProgressState, dict[str, str]] = {
+    "pending": {"status": "queued"}, "running": {"status": "in_progress"},
+    "success": {"status": "completed", "conclusion": "success"},
+    "failure": {"status": "completed", "conclusion": "failure"}}
+_COMMIT_STATE: dict[ProgressState, str] = {"pending": "pending", "running": "pending",
+                                           "success": "success", "failure": "failure"}
+STATUS_DESCRIPTION_CHARS = 140  # GitHub refuses a longer commit status description
+CHECK_TEXT_CHARS = 65_535  # a check run's output.summary limit
 
 
 class GitHubForge:
@@ -71,6 +84,11 @@ class GitHubForge:
         self._repo_obj: Repository | None = None
         auth = client.requester.auth
         self._token = auth.token if isinstance(auth, Auth.Token) else None
+        self._login: str | None = None
+        # report_progress: the check run opbot keeps per commit, or commit statuses only
+        # once GitHub said check runs are not for this token (not a GitHub App).
+        self._check_runs: dict[str, tuple[int, bool]] = {}  # sha -> (id, completed)
+        self._statuses_only = False
 
     @classmethod
     def connect(cls, url: str | None, token: str, repo: str) -> GitHubForge:
@@ -78,6 +96,24 @@ class GitHubForge:
         retries are off, so a rate limit reaches the caller as RateLimitedError."""
         client = Github(base_url=url or PUBLIC_API, auth=Auth.Token(token), retry=None)
         return cls(client, repo)
+
+    # -- who the token is ---------------------------------------------------------------
+    def whoami(self) -> str:
+        """`GET /user`; an App installation token is refused there (403 "Resource not
+        accessible by integration") and asks GraphQL's `viewer`, which names the App's bot
+        user, `<slug>[bot]`: the login its comments carry."""
+        if self._login is None:
+            with self._errors("read who the token is"):
+                try:
+                    _, data = self._client.requester.requestJsonAndCheck("GET", "/user")
+                    login = data["login"]
+                except GithubException as exc:
+                    if exc.status != 403 or _rate_limited(_lower(exc.headers)):
+                        raise
+                    _, answer = self._client.requester.graphql_query(_VIEWER_QUERY, {})
+                    login = answer["data"]["viewer"]["login"]
+            self._login = str(login)
+        return self._login
 
     @property
     def _repo(self) -> Repository:
@@ -145,8 +181,19 @@ class GitHubForge:
 
     def push_url(self) -> str:
         with self._errors("read the repository"):
-            clone_url = self._repo.clone_url
-        return with_credentials(clone_url, "x-access-token", self._token)
+            return without_credentials(self._repo.clone_url)
+
+    def git_credentials(self) -> tuple[str, str]:
+        token = self._current_token()
+        if not token:
+            raise ForgeError("GitHub: no token to give git")
+        return "x-access-token", token
+
+    def _current_token(self) -> str | None:
+        """The token requests carry now (an App installation's is renewed as it expires)."""
+        auth = self._client.requester.auth
+        token = getattr(auth, "token", None) if auth is not None else None
+        return str(token) if token else self._token
 
     def branch_head(self, branch: str) -> str | None:
         with self._errors(f"read branch {branch}"):
@@ -219,27 +266,53 @@ class GitHubForge:
         with self._errors(f"list review comments on #{number}"):
             comments = list(self._json_pages(f"/repos/{self.repo}/pulls/{number}/comments"))
         with self._errors(f"read which review threads are resolved on #{number}"):
-            resolved = self._resolved_thread_roots(number)
-        return [dataclasses.replace(thread, resolved=int(thread.id) in resolved)
-                for thread in _threads(comments)]
+            nodes = self._thread_nodes(number)
+        threads = []
+        for thread in _threads(comments):
+            node_id, resolved = nodes.get(int(thread.id), (None, False))
+            threads.append(dataclasses.replace(thread, node_id=node_id, resolved=resolved))
+        return threads
 
-    def _resolved_thread_roots(self, number: int) -> set[int]:
-        """The first comments' ids of the resolved threads: only GraphQL knows."""
+    def _thread_nodes(self, number: int) -> dict[int, tuple[str, bool]]:
+        """Each thread's GraphQL id and whether it is resolved (only GraphQL knows), by the
+        REST id of its first comment."""
         owner, name = self.repo.split("/", 1)
-        roots: set[int] = set()
+        found: dict[int, tuple[str, bool]] = {}
         after: str | None = None
         while True:
             _, data = self._client.requester.graphql_query(
-                _RESOLVED_THREADS_QUERY,
-                {"owner": owner, "name": name, "number": number, "after": after})
+                _THREADS_QUERY, {"owner": owner, "name": name, "number": number, "after": after})
             connection = data["data"]["repository"]["pullRequest"]["reviewThreads"]
             for thread in connection["nodes"]:
                 first = thread["comments"]["nodes"]
-                if thread["isResolved"] and first and first[0]["databaseId"] is not None:
-                    roots.add(int(first[0]["databaseId"]))
+                if first and first[0]["databaseId"] is not None:
+                    found[int(first[0]["databaseId"])] = (str(thread["id"]),
+                                                          bool(thread["isResolved"]))
             if not connection["pageInfo"]["hasNextPage"]:
-                return roots
+                return found
             after = connection["pageInfo"]["endCursor"]
+
+    def resolve_thread(self, number: int, thread_id: str) -> None:
+        """GraphQL's resolveReviewThread, which takes the thread's node id: a REST id
+        (ReviewThread.id) is looked up first."""
+        node_id = thread_id
+        if thread_id.isdigit():
+            with self._errors(f"find review thread {thread_id} on #{number}"):
+                known = self._thread_nodes(number).get(int(thread_id))
+            if known is None:
+                raise NotFoundError(f"GitHub: no review thread {thread_id} on #{number}")
+            node_id = known[0]
+        with self._errors(f"resolve review thread {thread_id} on #{number}"):
+            self._client.requester.graphql_query(_RESOLVE_THREAD_MUTATION,
+                                                 {"input": {"threadId": node_id}})
+
+    def review_summaries(self, number: int) -> list[Comment]:
+        with self._errors(f"list reviews on #{number}"):
+            head = self._repo.get_pull(number).head.sha
+            reviews = list(self._json_pages(f"/repos/{self.repo}/pulls/{number}/reviews"))
+        return [_review_comment(r) for r in reviews
+                if r.get("body") and r.get("state") in _SUMMARY_STATES
+                and r.get("commit_id") == head]
 
     def reply_to_thread(self, number: int, thread_id: str, body: str) -> Comment:
         if not thread_id.isdigit():
@@ -253,14 +326,72 @@ class GitHubForge:
         with self._errors(f"list failed CI jobs for {sha[:12]}"):
             failed, action_job_ids = self._failed_actions_jobs(sha)
             for check in self._repo.get_commit(sha).get_check_runs(status="completed"):
-                # Actions jobs are check runs too (same id); only other apps' remain.
+                # Actions jobs are check runs too (same id); only other apps' remain, and
+                # opbot's own progress report is no CI job.
                 if check.conclusion != "failure" or check.id in action_job_ids \
-                        or (check.app is not None and check.app.slug == _ACTIONS_APP):
+                        or (check.app is not None and check.app.slug == _ACTIONS_APP) \
+                        or check.name == PROGRESS_NAME:
                     continue
                 output = check.output
                 text = "\n\n".join(p for p in (output.title, output.summary, output.text) if p)
                 failed.append(FailedJob(check.name, check.html_url, _tail(text)))
             return failed
+
+    def report_progress(self, sha: str, state: ProgressState, summary: str,
+                        url: str | None = None) -> None:
+        """A check run named PROGRESS_NAME on `sha`: the one this instance made, else the
+        newest of that name GitHub lists (a retry or another process finds it), updated;
+        a new one when there is none, or when a finished one is to show work again. Only
+        GitHub Apps may write check runs: on a 403 this instance writes commit statuses
+        (context PROGRESS_NAME) from then on."""
+        if not self._statuses_only:
+            try:
+                self._report_check_run(sha, state, summary, url)
+                return
+            except ForbiddenError:
+                self._statuses_only = True
+        description = summary.strip().splitlines()[0] if summary.strip() else state
+        if len(description) > STATUS_DESCRIPTION_CHARS:
+            description = description[:STATUS_DESCRIPTION_CHARS - 1] + "…"
+        data = {"state": _COMMIT_STATE[state], "context": PROGRESS_NAME,
+                "description": description}
+        if url:
+            data["target_url"] = url
+        with self._errors(f"set the {PROGRESS_NAME} status of {sha[:12]}"):
+            self._client.requester.requestJsonAndCheck(
+                "POST", f"/repos/{self.repo}/statuses/{sha}", input=data)
+
+    def _report_check_run(self, sha: str, state: ProgressState, summary: str,
+                          url: str | None) -> None:
+        title = summary.strip().splitlines()[0][:200] if summary.strip() else state
+        data: dict[str, Any] = {**_CHECK_RUN[state], "output": {
+            "title": title, "summary": summary[:CHECK_TEXT_CHARS] or state}}
+        if url:
+            data["details_url"] = url
+        done = state in ("success", "failure")
+        with self._errors(f"report progress on {sha[:12]}"):
+            known = self._check_runs.get(sha) or self._find_check_run(sha)
+            if known is not None and not (known[1] and not done):
+                self._client.requester.requestJsonAndCheck(
+                    "PATCH", f"/repos/{self.repo}/check-runs/{known[0]}", input=data)
+                self._check_runs[sha] = (known[0], done)
+                return
+            _, created = self._client.requester.requestJsonAndCheck(
+                "POST", f"/repos/{self.repo}/check-runs",
+                input={"name": PROGRESS_NAME, "head_sha": sha, **data})
+            self._check_runs[sha] = (int(created["id"]), done)
+
+    def _find_check_run(self, sha: str) -> tuple[int, bool] | None:
+        """(id, completed) of the newest check run named PROGRESS_NAME on `sha`."""
+        newest: dict[str, Any] | None = None
+        for check in self._json_pages(f"/repos/{self.repo}/commits/{sha}/check-runs",
+                                      key="check_runs", check_name=PROGRESS_NAME):
+            if check.get("name") == PROGRESS_NAME \
+                    and (newest is None or int(check["id"]) > int(newest["id"])):
+                newest = check
+        if newest is None:
+            return None
+        return int(newest["id"]), newest.get("status") == "completed"
 
     def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
         # PyGithub's create_repository_dispatch does not check the status (a 5xx reads as
@@ -297,14 +428,16 @@ class GitHubForge:
             raise ForgeError(f"GitHub: could not download the log of job {job.id}") from exc
         return _tail(data.decode("utf-8", errors="replace"))
 
-    def _json_pages(self, path: str) -> Iterator[dict[str, Any]]:
-        """Every item of a JSON list endpoint, following its Link rel="next" pages."""
+    def _json_pages(self, path: str, key: str | None = None,
+                    **query: Any) -> Iterator[dict[str, Any]]:
+        """Every item of a JSON list endpoint, following its Link rel="next" pages; `key`
+        names the list in endpoints that wrap it ({"total_count": n, key: [...]})."""
         url: str | None = path
-        params: dict[str, Any] | None = {"per_page": self._client.per_page}
+        params: dict[str, Any] | None = {"per_page": self._client.per_page, **query}
         while url is not None:
             headers, data = self._client.requester.requestJsonAndCheck("GET", url,
                                                                        parameters=params)
-            yield from data or []
+            yield from (data.get(key) if key is not None and data else data) or []
             url, params = _next_link(str(headers.get("link", ""))), None
 
     # -- errors -------------------------------------------------------------------------
@@ -337,10 +470,22 @@ def _json_comment(comment: Mapping[str, Any]) -> Comment:
 def _pull(pull: GhPullRequest) -> PullRequest:
     # merged_at is in list items too; reading `merged` would cost a request per PR.
     state = "merged" if pull.merged_at is not None else pull.state
+    # A deleted fork leaves head.repo null (github.com/github/rest-api-description/
+    # issues/424): still a fork's pull request.
+    head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
+    base_repo = pull.base.repo.full_name if pull.base.repo is not None else None
     return PullRequest(number=pull.number, title=pull.title, body=pull.body or "",
                        author=pull.user.login, head_branch=pull.head.ref,
                        head_sha=pull.head.sha, base_branch=pull.base.ref, state=state,
-                       url=pull.html_url, labels=_names(pull.labels))
+                       url=pull.html_url, labels=_names(pull.labels),
+                       from_fork=head_repo is None or head_repo != base_repo,
+                       head_repo=head_repo)
+
+
+def _review_comment(review: Mapping[str, Any]) -> Comment:
+    user = review.get("user") or {}
+    return Comment(id=int(review["id"]), body=str(review.get("body") or ""),
+                   author=str(user.get("login") or "ghost"), url=str(review["html_url"]))
 
 
 def _commit(commit: GhCommit) -> Commit:
@@ -350,17 +495,22 @@ def _commit(commit: GhCommit) -> Commit:
                   author_login=commit.author.login if commit.author is not None else None)
 
 
-_RESOLVED_THREADS_QUERY = """
+_THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) {
       reviewThreads(first: 100, after: $after) {
         pageInfo { hasNextPage endCursor }
-        nodes { isResolved comments(first: 1) { nodes { databaseId } } }
+        nodes { id isResolved comments(first: 1) { nodes { databaseId } } }
       }
     }
   }
 }"""
+_RESOLVE_THREAD_MUTATION = """
+mutation($input: ResolveReviewThreadInput!) {
+  resolveReviewThread(input: $input) { thread { id isResolved } }
+}"""
+_VIEWER_QUERY = "query { viewer { login } }"
 
 
 def _threads(comments: list[dict[str, Any]]) -> list[ReviewThread]:
@@ -406,11 +556,17 @@ def _tail(text: str) -> str:
 
 
 def _translate(exc: GithubException, action: str, token: str | None) -> ForgeError:
-    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    headers = _lower(exc.headers)
     data = exc.data
     detail = str(data.get("message", ""))[:200] if isinstance(data, Mapping) else ""
+    errors = data.get("errors") if isinstance(data, Mapping) else None
+    graphql = [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else []
+    if graphql and not detail:  # a GraphQL answer: 200 with errors, PyGithub's 400
+        detail = "; ".join(str(e.get("message", ""))[:200] for e in graphql)
     message = scrub(f"GitHub {exc.status} on {action}: {detail}".rstrip(": "), token)
     status = exc.status
+    if any(e.get("type") == "FORBIDDEN" for e in graphql):
+        return ForbiddenError(message)
     if status == 404:
         return NotFoundError(message)
     if status == 429 or (status == 403 and _rate_limited(headers)):
@@ -424,6 +580,10 @@ def _translate(exc: GithubException, action: str, token: str | None) -> ForgeErr
     return ForgeError(message)
 
 
+def _lower(headers: Mapping[str, Any] | None) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in (headers or {}).items()}
+
+
 def _rate_limited(headers: Mapping[str, str]) -> bool:
     return headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers
 
@@ -435,3 +595,8 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         if "x-ratelimit-reset" in headers:
             return max(0.0, float(headers["x-ratelimit-reset"]) - time.time())
     return None
+
+
+def identity(url: str | None, token: str) -> str:
+    """The login `token` acts as (GitHubForge.whoami, which needs no repository)."""
+    return GitHubForge.connect(url, token, repo="").whoami()

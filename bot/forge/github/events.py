@@ -28,6 +28,7 @@ from bot.forge.payload import get, integer, labels, text
 
 FORGE = "github"
 _FAILED_CONCLUSIONS = {"failure", "timed_out", "startup_failure"}
+_ACTIONS_APP = "github-actions"
 
 
 def repo_of(payload: Any) -> str | None:
@@ -42,6 +43,13 @@ def _author_is_bot(payload: Any, bot_login: str | None) -> bool:
     sender = get(payload, "sender")
     login = text(get(sender, "login"))
     return get(sender, "type") == "Bot" or (bot_login is not None and login == bot_login)
+
+
+def _from_fork(pull: Any) -> bool:
+    """A fork's pull request: its head repository is not the base's (a deleted fork: null).
+    The branch name proves nothing: anyone can call a fork's branch `opbot/...`."""
+    head = text(get(pull, "head", "repo", "full_name"))
+    return head is None or head != text(get(pull, "base", "repo", "full_name"))
 
 
 def _issue_comment(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
@@ -72,21 +80,16 @@ def _review(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inb
         author_is_bot=_author_is_bot(payload, context.bot_login),
         comment_id=integer(get(payload, "review", "id")), source="review",
         head_branch=text(get(pull, "head", "ref")), head_sha=text(get(pull, "head", "sha")),
-        review_state=(text(get(payload, "review", "state")) or "").lower())
+        review_state=(text(get(payload, "review", "state")) or "").lower(),
+        from_fork=_from_fork(pull))
 
 
 def _review_comment(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
-    if get(payload, "action") != "created":
-        return _ignore(event, payload, "only new review comments are read")
-    pull = get(payload, "pull_request")
-    return GenericComment(
-        forge=FORGE, event=event, repo=repo_of(payload),
-        number=integer(get(pull, "number")), target="pull",
-        body=text(get(payload, "comment", "body")) or "",
-        author=text(get(payload, "comment", "user", "login")),
-        author_is_bot=_author_is_bot(payload, context.bot_login),
-        comment_id=integer(get(payload, "comment", "id")), source="review_comment",
-        head_branch=text(get(pull, "head", "ref")), head_sha=text(get(pull, "head", "sha")))
+    # Every inline comment belongs to a review, and GitHub delivers that review as
+    # `pull_request_review.submitted` beside the N comments' deliveries: the review is the one
+    # delivery that drives iteration, so a review with 3 comments is one run, not four.
+    return _ignore(event, payload, "a review comment: its review's pull_request_review "
+                   "delivery drives the iteration")
 
 
 def _issues(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
@@ -94,9 +97,12 @@ def _issues(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inb
     issue = get(payload, "issue")
     added = text(get(payload, "label", "name")) or ""
     trigger = context.trigger_label
-    triggered = (action == "labeled" and has_trigger((added,), trigger)) or (
-        action == "opened" and has_trigger(labels(get(issue, "labels")), trigger))
-    if not triggered:
+    if action == "opened" and has_trigger(labels(get(issue, "labels")), trigger):
+        # An issue created with its labels (an issue form) is delivered twice: `opened`, with
+        # the labels on it, and `labeled`. The `labeled` delivery is the request.
+        return _ignore(event, payload, f"an issue opened with the {trigger} label: its "
+                       "`labeled` delivery is the request")
+    if not (action == "labeled" and has_trigger((added,), trigger)):
         return _ignore(event, payload, f"an issue event ({action}) that does not add the "
                        f"{trigger} label")
     return OpRequest(forge=FORGE, event=event, repo=repo_of(payload),
@@ -105,16 +111,36 @@ def _issues(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inb
                      body=text(get(issue, "body")) or "", trigger_label=trigger)
 
 
+def _ci_fork(item: Any, payload: Any) -> bool:
+    """A workflow run of a fork's code (a pull_request run from a fork names its head repo)."""
+    head = text(get(item, "head_repository", "full_name"))
+    base = text(get(item, "repository", "full_name")) or repo_of(payload)
+    return head is not None and head != base
+
+
 def _ci(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
-    """check_run, check_suite and workflow_run: each names the run under its own key."""
+    """One failed CI run is delivered as check_run (one per job), check_suite and
+    workflow_run: exactly one of them may start a fix. Actions runs are read from
+    workflow_run; other CI apps' from their check_suite; a check_run never (its suite
+    reports the whole run)."""
     item = get(payload, event)
     if get(payload, "action") != "completed":
         return _ignore(event, payload, "only completed runs are read")
-    conclusion = text(get(item, "conclusion"))
     if event == "check_run":
-        branch = text(get(item, "check_suite", "head_branch"))
-    else:
-        branch = text(get(item, "head_branch"))
+        return _ignore(event, payload, "a check run: its check suite (or workflow run) "
+                       "reports the whole CI run")
+    slug = text(get(item, "app", "slug"))
+    if event == "check_suite" and slug == _ACTIONS_APP:
+        return _ignore(event, payload, "a GitHub Actions check suite: its workflow_run "
+                       "delivery reports the run")
+    if event == "check_suite" and slug is not None and context.bot_login == f"{slug}[bot]":
+        # The bot reports its own progress as a check run: a failed job of its own ends its
+        # suite, which must never come back as CI to fix (a loop).
+        return _ignore(event, payload, "the bot's own check suite (its progress report)")
+    if _ci_fork(item, payload):
+        return _ignore(event, payload, "CI on a fork's code: opbot never acts on it")
+    conclusion = text(get(item, "conclusion"))
+    branch = text(get(item, "head_branch"))
     pulls = get(item, "pull_requests")
     number = integer(get(pulls[0], "number")) if isinstance(pulls, list) and pulls else None
     op = op_of_branch(branch)
@@ -133,6 +159,12 @@ def _dispatch(payload: Mapping[str, Any], event: str, context: PlanContext) -> I
     """Work `opbot serve` handed to the Actions fleet: the plan travels in the payload."""
     if get(payload, "action") != DISPATCH_EVENT:
         return _ignore(event, payload, "a repository_dispatch that is not opbot's")
+    sender = text(get(payload, "sender", "login"))
+    if context.bot_login is not None and sender != context.bot_login:
+        # Anyone with write access may send a repository_dispatch; a plan names its actor,
+        # whose permission the job checks: only the bot's own server may hand one over.
+        return _ignore(event, payload, f"an opbot dispatch sent by {sender or 'nobody'}, "
+                       "not by the bot")
     return Dispatched(FORGE, event, repo_of(payload), get(payload, "client_payload", "plan"))
 
 

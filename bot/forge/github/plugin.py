@@ -50,5 +50,10 @@ class GitHubPlugin:
 
         return GitHubForge.connect(url, token, repo)
 
+    def identity(self, url: str | None, token: str) -> str:
+        from bot.forge.github.client import identity
+
+        return identity(url, token)
+
 
 PLUGIN = GitHubPlugin()

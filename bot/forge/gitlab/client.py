@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import gitlab
@@ -20,6 +21,7 @@ from gitlab.v4.objects import Project
 
 from bot.forge.base import (
     DISPATCH_EVENT,
+    PROGRESS_NAME,
     Comment,
     Commit,
     ConflictError,
@@ -31,6 +33,7 @@ from bot.forge.base import (
     Issue,
     NotFoundError,
     Permission,
+    ProgressState,
     PullRequest,
     PullRequestDraft,
     RateLimitedError,
@@ -39,7 +42,7 @@ from bot.forge.base import (
     Target,
     UnavailableError,
 )
-from bot.forge.common import scrub, with_credentials
+from bot.forge.common import scrub, without_credentials
 
 PUBLIC_URL = "https://gitlab.com"
 LOG_TAIL_CHARS = 20_000
@@ -55,6 +58,13 @@ _STATE = {"opened": "open", "closed": "closed", "locked": "closed", "merged": "m
 # Access levels, highest first: owner, maintainer, developer, reporter/planner/guest.
 _ACCESS: tuple[tuple[int, Permission], ...] = ((50, "admin"), (40, "maintain"),
                                                (30, "write"), (10, "read"))
+_COMMIT_STATE: dict[ProgressState, str] = {"pending": "pending", "running": "running",
+                                           "success": "success", "failure": "failed"}
+STATUS_DESCRIPTION_CHARS = 255
+# GitLab's answer to a commit status set to the pending/running state it already has
+# (github.com/jenkinsci/gitlab-plugin/issues/885): the state asked for is there already.
+_SAME_STATE = "Cannot transition status"
+_ALREADY_AWARDED = "has already been taken"  # the same award emoji from the same user
 
 
 class GitLabForge:
@@ -66,6 +76,8 @@ class GitLabForge:
         self._token: str | None = client.private_token or client.oauth_token \
             or client.job_token
         self._full: Project | None = None
+        self._login: str | None = None
+        self._project_paths: dict[int, str | None] = {}  # fork projects' paths, by id
         # python-gitlab's errors carry no headers; a response hook keeps the rate-limit
         # ones of this thread's last response for RateLimitedError.retry_after_s.
         self._last = threading.local()
@@ -74,6 +86,16 @@ class GitLabForge:
     @classmethod
     def connect(cls, url: str | None, token: str, repo: str) -> GitLabForge:
         return cls(gitlab.Gitlab(url=url or PUBLIC_URL, private_token=token), repo)
+
+    # -- who the token is ---------------------------------------------------------------
+    def whoami(self) -> str:
+        if self._login is None:
+            with self._errors("read who the token is"):
+                data = self._client.http_get("/user", **_CALL)
+            if not isinstance(data, Mapping) or not data.get("username"):
+                raise ForgeError("GitLab: /user named no user")
+            self._login = str(data["username"])
+        return self._login
 
     @property
     def _project(self) -> Project:
@@ -125,7 +147,12 @@ class GitLabForge:
         if comment_id is not None:
             awardable = awardable.notes.get(comment_id, lazy=True)
         with self._errors(f"award emoji on {_ref(target)}"):
-            awardable.awardemojis.create({"name": _EMOJI[reaction]}, **_CALL)
+            try:
+                awardable.awardemojis.create({"name": _EMOJI[reaction]}, **_CALL)
+            except GitlabError as exc:
+                # GitLab refuses the same award twice (404): it is there, as asked.
+                if exc.response_code != 404 or _ALREADY_AWARDED not in str(exc.error_message):
+                    raise
 
     def add_labels(self, target: Target, labels: list[str]) -> None:
         if not labels:
@@ -159,8 +186,14 @@ class GitLabForge:
 
     def push_url(self) -> str:
         with self._errors("read the project"):
-            url = str(self._project_info().attributes["http_url_to_repo"])
-        return with_credentials(url, "oauth2", self._token)
+            return without_credentials(str(self._project_info().attributes["http_url_to_repo"]))
+
+    def git_credentials(self) -> tuple[str, str]:
+        if self._client.job_token:
+            return "gitlab-ci-token", self._client.job_token
+        if not self._token:
+            raise ForgeError("GitLab: no token to give git")
+        return "oauth2", self._token
 
     def branch_head(self, branch: str) -> str | None:
         with self._errors(f"read branch {branch}"):
@@ -193,14 +226,41 @@ class GitLabForge:
 
     # -- merge requests -----------------------------------------------------------------
     def find_pull_request(self, head_branch: str) -> PullRequest | None:
+        """The open merge request from this project's `head_branch`: GitLab's filter also
+        matches forks' branches of that name, which are someone else's."""
         with self._errors(f"find the merge request from {head_branch}"):
             found = self._project.mergerequests.list(source_branch=head_branch, state="opened",
                                                      get_all=True, **_CALL)
-        return next((_merge_request(mr.attributes) for mr in found), None)
+        own = (mr.attributes for mr in found
+               if mr.attributes.get("source_project_id") == mr.attributes.get(
+                   "target_project_id"))
+        return next((self._merge_request(mr) for mr in own), None)
 
     def get_pull_request(self, number: int) -> PullRequest:
         with self._errors(f"get merge request !{number}"):
-            return _merge_request(self._project.mergerequests.get(number, **_CALL).attributes)
+            data = self._project.mergerequests.get(number, **_CALL).attributes
+        return self._merge_request(data)
+
+    def _merge_request(self, mr: Mapping[str, Any]) -> PullRequest:
+        source, target = mr.get("source_project_id"), mr.get("target_project_id")
+        if source == target:
+            return _merge_request(mr, self.repo)
+        return _merge_request(mr, self._project_path(source), from_fork=True)
+
+    def _project_path(self, project_id: Any) -> str | None:
+        """A fork's path, None where it is gone or hidden from the token."""
+        if not isinstance(project_id, int):
+            return None
+        if project_id not in self._project_paths:
+            with self._errors(f"read project {project_id}"):
+                try:
+                    data = self._client.projects.get(project_id, **_CALL).attributes
+                    self._project_paths[project_id] = str(data["path_with_namespace"])
+                except GitlabError as exc:
+                    if exc.response_code not in (403, 404):
+                        raise
+                    self._project_paths[project_id] = None
+        return self._project_paths[project_id]
 
     def create_pull_request(self, draft: PullRequestDraft) -> PullRequest:
         data = {"source_branch": draft.head_branch, "target_branch": draft.base_branch,
@@ -217,7 +277,7 @@ class GitLabForge:
                     raise ConflictError(f"GitLab: a merge request from {draft.head_branch} "
                                         f"already exists{which}") from exc
                 raise
-        return _merge_request(created.attributes)
+        return self._merge_request(created.attributes)
 
     def update_pull_request(self, number: int, *, title: str | None = None,
                             body: str | None = None) -> PullRequest:
@@ -226,7 +286,7 @@ class GitLabForge:
             return self.get_pull_request(number)
         with self._errors(f"update merge request !{number}"):
             data = self._project.mergerequests.update(number, changes, **_CALL)
-        return _merge_request(data)
+        return self._merge_request(data)
 
     def review_threads(self, number: int) -> list[ReviewThread]:
         with self._errors(f"list discussions on !{number}"):
@@ -243,6 +303,28 @@ class GitLabForge:
             note = discussion.notes.create({"body": body}, **_CALL)
             return _comment(note.attributes, self._web_url(Target("pull", number)))
 
+    def resolve_thread(self, number: int, thread_id: str) -> None:
+        with self._errors(f"resolve discussion {thread_id} on !{number}"):
+            self._project.mergerequests.get(number, lazy=True).discussions.update(
+                thread_id, {"resolved": True}, **_CALL)
+
+    def review_summaries(self, number: int) -> list[Comment]:
+        """Individual, non-system notes written since the head commit: GitLab keeps a
+        review's summary as a plain note, so a plain comment of that time counts too."""
+        with self._errors(f"list discussions on !{number}"):
+            head = self.get_pull_request(number).head_sha
+            commit = self._project.commits.get(head, **_CALL).attributes
+            discussions = self._project.mergerequests.get(number, lazy=True) \
+                .discussions.list(get_all=True, **_CALL)
+            base = self._web_url(Target("pull", number))
+        since = _when(str(commit.get("committed_date") or commit.get("created_at") or ""))
+        notes = [n for d in discussions if d.attributes.get("individual_note")
+                 for n in d.attributes.get("notes", [])
+                 if not n.get("system") and n.get("type") not in ("DiffNote", "DiscussionNote")]
+        recent = [n for n in notes if since is None or
+                  ((when := _when(str(n.get("created_at") or ""))) is not None and when >= since)]
+        return [_comment(n, base) for n in sorted(recent, key=lambda n: int(n["id"]))]
+
     # -- CI -----------------------------------------------------------------------------
     def failed_jobs(self, sha: str) -> list[FailedJob]:
         failed: list[FailedJob] = []
@@ -258,6 +340,27 @@ class GitLabForge:
                     failed.append(FailedJob(str(job.name), str(job.web_url),
                                             text[-LOG_TAIL_CHARS:]))
         return failed
+
+    def report_progress(self, sha: str, state: ProgressState, summary: str,
+                        url: str | None = None) -> None:
+        """A commit status named PROGRESS_NAME (GitLab shows it in an external pipeline of
+        the commit). GitLab refuses to set pending or running twice (400 "Cannot transition
+        status"): the state is there already, so that is no error."""
+        description = summary.strip().splitlines()[0] if summary.strip() else state
+        if len(description) > STATUS_DESCRIPTION_CHARS:
+            description = description[:STATUS_DESCRIPTION_CHARS - 1] + "…"
+        data = {"state": _COMMIT_STATE[state], "name": PROGRESS_NAME,
+                "description": description}
+        if url:
+            data["target_url"] = url
+        commit = self._project.commits.get(sha, lazy=True)
+        with self._errors(f"set the {PROGRESS_NAME} status of {sha[:12]}"):
+            try:
+                commit.statuses.create(data, **_CALL)
+            except GitlabError as exc:
+                if exc.response_code != 400 or _SAME_STATE not in str(exc.error_message) \
+                        or state not in ("pending", "running"):
+                    raise
 
     def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
         ref = self.default_branch()  # the default branch's CI config: never an MR's code
@@ -305,14 +408,24 @@ def _comment(note: Mapping[str, Any], base_url: str) -> Comment:
                    author=str(note["author"]["username"]), url=f"{base_url}#note_{note['id']}")
 
 
-def _merge_request(mr: Mapping[str, Any]) -> PullRequest:
+def _merge_request(mr: Mapping[str, Any], head_repo: str | None, *,
+                   from_fork: bool = False) -> PullRequest:
     state = str(mr["state"])
     return PullRequest(number=int(mr["iid"]), title=str(mr["title"]),
                        body=str(mr.get("description") or ""),
                        author=str(mr["author"]["username"]),
                        head_branch=str(mr["source_branch"]), head_sha=str(mr.get("sha") or ""),
                        base_branch=str(mr["target_branch"]), state=_STATE.get(state, state),
-                       url=str(mr["web_url"]), labels=tuple(str(n) for n in mr.get("labels", ())))
+                       url=str(mr["web_url"]), labels=tuple(str(n) for n in mr.get("labels", ())),
+                       from_fork=from_fork, head_repo=head_repo)
+
+
+def _when(text: str) -> datetime | None:
+    """GitLab's timestamps ("...Z" or with an offset) as aware datetimes."""
+    with contextlib.suppress(ValueError):
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return moment if moment.tzinfo is not None else None
+    return None
 
 
 def _thread(discussion: Mapping[str, Any], base_url: str) -> ReviewThread | None:
@@ -377,3 +490,8 @@ def _retry_after(limits: Mapping[str, str]) -> float | None:
         if "ratelimit-reset" in limits:
             return max(0.0, float(limits["ratelimit-reset"]) - time.time())
     return None
+
+
+def identity(url: str | None, token: str) -> str:
+    """The login `token` acts as (GitLabForge.whoami, which needs no project)."""
+    return GitLabForge.connect(url, token, repo="").whoami()

@@ -39,6 +39,13 @@ def _ignore(event: str, payload: Any, reason: str) -> Trigger:
     return ignored(FORGE, event, repo_of(payload), reason)
 
 
+def _from_fork(request: Any) -> bool:
+    """A merge request from another project (a fork): its source is not its target."""
+    source = integer(get(request, "source_project_id"))
+    target = integer(get(request, "target_project_id"))
+    return source is not None and target is not None and source != target
+
+
 def _issue(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbound:
     attributes = get(payload, "object_attributes")
     action = get(attributes, "action")
@@ -79,7 +86,8 @@ def _note(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inbou
             number=integer(get(request, "iid")), target="pull",
             source="review_comment" if in_review else "comment",
             head_branch=text(get(request, "source_branch")),
-            head_sha=text(get(request, "last_commit", "id")), **common)
+            head_sha=text(get(request, "last_commit", "id")), from_fork=_from_fork(request),
+            **common)
     return _ignore(event, payload, f"a note on a {noteable or 'unknown object'}")
 
 
@@ -96,6 +104,9 @@ def _pipeline(payload: Mapping[str, Any], event: str, context: PlanContext) -> I
     if op is None:
         return _ignore(event, payload, f"a pipeline on {branch or 'an unknown ref'}, not a "
                        "bot branch")
+    if _from_fork(get(payload, "merge_request")):
+        return _ignore(event, payload, "a pipeline of a fork's merge request: opbot never "
+                       "acts on a fork's code")
     if status != "failed":
         return _ignore(event, payload, f"a pipeline {status}: nothing to fix")
     return Trigger(action="iterate-ci", reason="a failed pipeline on a bot branch",

@@ -51,5 +51,10 @@ class GitLabPlugin:
 
         return GitLabForge.connect(url, token, repo)
 
+    def identity(self, url: str | None, token: str) -> str:
+        from bot.forge.gitlab.client import identity
+
+        return identity(url, token)
+
 
 PLUGIN = GitLabPlugin()
