@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -257,7 +258,9 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
               "GITHUB_EVENT_NAME.")
 @click.option("--payload", type=click.Path(path_type=Path), default=None,
               help="The delivery's JSON body; default: GITHUB_EVENT_PATH.")
-@click.option("--dry-run", is_flag=True, help="Touch nothing: print the plan.")
+@click.option("--dry-run", is_flag=True,
+              help="Touch nothing: print the plan (a command on a GitHub pull request reads "
+              "the pull request, where a token is set, to know whose it is).")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="The operator's policy over the defaults (trigger label, sandbox, "
               "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
@@ -265,7 +268,8 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
 def event(*, forge_name: str | None, event_name: str | None, payload: Path | None,
           dry_run: bool, policy_file: Path | None, as_json: bool) -> None:
     """Plan (and unless --dry-run, carry out) one webhook delivery or Actions event."""
-    from bot.event_input import read_event
+    from bot.event_input import read_event, settle_from_forge
+    from bot.forge.base import ForgeError
     from bot.forge.registry import plugin
     from bot.identity import Identities
     from bot.trigger_labels import TriggerLabels, policy_text_from_environment
@@ -282,7 +286,13 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
     if not dry_run:  # the repository may name its own label in its .opbot.yaml
         labels = TriggerLabels(policy, policy_text_from_environment(os.environ))
         label = labels.label_for(delivery.forge, plugin(delivery.forge).repo_of(delivery.payload))
-    plan = delivery.plan(identities, trigger_label=label)
+    if not dry_run and delivery.event == plugin(delivery.forge).dispatch_event:
+        try:  # the plan as the bot handed it over, not as the job's environment says
+            delivery = replace(delivery, payload=plugin(delivery.forge).trusted_dispatch(
+                delivery.payload, os.environ))
+        except (OpbotError, ForgeError) as exc:
+            _fail(f"not carried out: {exc}")
+    plan = settle_from_forge(delivery.plan(identities, trigger_label=label))
     if dry_run:
         if as_json:
             _emit_json(plan.to_json())

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bot.errors import BadInputError
-from bot.events import TRIGGER_LABEL, Plan, plan_event
+from bot.events import TRIGGER_LABEL, Plan, plan_event, pull_unknown, settle_on_pull
 from bot.forge import registry
 from bot.forge.base import ForgeError, ForgeName
 from bot.identity import BOT_LOGIN_VARIABLE, Identities
@@ -74,3 +74,20 @@ def read_event(forge: str | None, event: str | None, payload: Path | None,
             # A scheduled run's event file need not name the repository: the CI's does.
             data = {**ci.scheduled_payload, **data}
     return Delivery(forge=plugin.name, event=name, payload=data)
+
+
+def settle_from_forge(plan: Plan, environ: Mapping[str, str] | None = None) -> Plan:
+    """A plan the payload left open (events.pull_unknown: a `/regen` comment on a GitHub
+    pull request) decided by reading the pull request — read only, with the token the
+    environment holds. Without a token, or when the read fails, the plan stays as it was
+    and says so: the job reads the pull request again before it does anything."""
+    if not pull_unknown(plan) or plan.repo is None or plan.number is None:
+        return plan
+    env = os.environ if environ is None else environ
+    try:
+        forge = registry.connect_from_environment(plan.forge, plan.repo, env)
+        pull = forge.get_pull_request(plan.number)
+    except (BadInputError, ForgeError) as exc:
+        return replace(plan, reason=f"{plan.reason} (whether it is the bot's, and not a "
+                       f"fork's, is checked when the job runs: {exc})")
+    return settle_on_pull(plan, pull)

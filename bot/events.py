@@ -11,12 +11,12 @@ malformed payload is planned `ignore` with the reason, never an exception.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from bot.commands import RegenCommand, find_command
 from bot.forge import registry
-from bot.forge.base import ForgeName
+from bot.forge.base import ForgeName, PullRequest
 from bot.forge.inbound import (
     ACTIONS,
     BOT_BRANCH_PREFIX,
@@ -36,7 +36,8 @@ from bot.forge.payload import integer
 from bot.issue_form import op_name_from_body
 
 __all__ = ["ACTIONS", "BOT_BRANCH_PREFIX", "TRIGGER_LABEL", "Action", "GenericComment", "Plan",
-           "PlanContext", "job_key", "op_of_branch", "plan_comment", "plan_event"]
+           "PlanContext", "job_key", "op_of_branch", "plan_comment", "plan_event", "pull_unknown",
+           "settle_on_pull"]
 
 # What a parser may raise on a payload that is not what it claims.
 _MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError)
@@ -125,6 +126,28 @@ def plan_comment(comment: GenericComment) -> Plan:
         return plan("iterate-review", "a review comment on a bot pull request")
     return plan("ignore", "a plain comment on a bot pull request (reviews and review "
                 "comments drive iteration; /regen regenerates)")
+
+
+def pull_unknown(plan: Plan) -> bool:
+    """A plan on a pull request whose payload did not say whose it is: GitHub's
+    issue_comment names the pull request but not its head branch nor its head repository."""
+    return plan.action in ("regen", "cancel") and plan.target == "pull" \
+        and plan.head_branch is None
+
+
+def settle_on_pull(plan: Plan, pull: PullRequest) -> Plan:
+    """`plan` (see pull_unknown) decided by the pull request itself, read from the forge:
+    a fork's, or not the bot's, is `ignore`; else the plan learns its op, so that it shares
+    one job key with every other job on that operator."""
+    def ignore(reason: str) -> Plan:
+        return replace(plan, action="ignore", reason=reason, command=None)
+
+    if pull.from_fork:
+        return ignore("a pull request from a fork: opbot never runs a fork's code")
+    op = op_of_branch(pull.head_branch)
+    if op is None:
+        return ignore(f"{plan.reason} that is not the bot's (branch `{pull.head_branch}`)")
+    return replace(plan, op=op, head_branch=pull.head_branch, head_sha=pull.head_sha)
 
 
 def _plan_op_request(request: OpRequest) -> Plan:

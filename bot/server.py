@@ -31,6 +31,7 @@ from starlette.routing import Route
 from bot.agent.transcript import Redactor
 from bot.dispatch import RetryPolicy
 from bot.errors import BadInputError, OpbotError
+from bot.event_input import settle_from_forge
 from bot.events import TRIGGER_LABEL, Plan, job_key, plan_event
 from bot.forge import registry
 from bot.forge.base import Dispatch, ForgeError
@@ -101,6 +102,9 @@ class ServerSettings:
     # Each repository's own label (its .opbot.yaml); None: `trigger_label` everywhere.
     labels: TriggerLabels | None = None
     redactor: Redactor = field(default_factory=Redactor.from_environment)
+    # Decides a plan the payload left open (a command on a GitHub pull request: whose is
+    # it, which op?) by reading the forge, before it is queued under its op's job key.
+    settle: Callable[[Plan], Plan] = field(default=settle_from_forge)
 
 
 def _answer(code: int, **body: Any) -> JSONResponse:
@@ -119,7 +123,7 @@ def _accept(settings: ServerSettings, forge: ForgePlugin, event: str, payload: A
             delivery: str | None) -> JSONResponse:
     if delivery and not settings.queue.first_delivery(f"{forge.name}:{delivery}"):
         return _answer(200, status="duplicate", delivery=delivery)
-    plan = _plan(settings, forge, event, payload)
+    plan = settings.settle(_plan(settings, forge, event, payload))
     if plan.action == "ignore":
         log.info("ignored %s %s delivery %s: %s", forge.name, event, delivery or "-",
                  plan.reason)

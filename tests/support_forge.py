@@ -171,3 +171,4 @@ def ci_deliveries(fake: FakeForge) -> list[CiDelivery]:
                                             json.loads(variable["value"]),
                                             variable["variable_type"]))
     return found
+

@@ -92,3 +92,11 @@ class ForgePlugin(Protocol):
         recognises its own comments and the events its own actions cause. Raises a
         ForgeError when the forge will not say."""
         ...
+    def trusted_dispatch(self, payload: Any, environ: Mapping[str, str]) -> Any:
+        """The payload of a dispatched plan (event `dispatch_event`) as the bot itself
+        handed it over, before a CI job carries it out. GitHub: `payload` itself (the runner
+        writes the event file, and the planner checks that the bot sent it). GitLab: read
+        back from the API, since whoever may start a pipeline may set any variable — the
+        plan file's and the predefined ones (GITLAB_USER_LOGIN) alike. Raises a ForgeError
+        or BadInputError when the payload cannot be shown to be the bot's."""
+        ...

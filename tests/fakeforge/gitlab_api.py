@@ -446,12 +446,16 @@ def create_pipeline(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
     variables = _variables(data.get("variables", []))
     api.state.record("gitlab", repo.full_name, "", "pipeline",
                      f"{ref}:{json.dumps(variables, sort_keys=True)}")
-    run = CiRun(api.state.new_id(), len(repo.runs) + 1, "pipeline", sha, ref, "created", [])
+    run = CiRun(api.state.new_id(), len(repo.runs) + 1, "pipeline", sha, ref, "created", [],
+                user=login, variables=variables)
+    with api.state.lock:
+        repo.api_pipelines.append(run)
     return Reply.json(201, api.render(call).pipeline(repo, run, source="api"))
 
 
 def _pipeline(repo: Repo, pipeline_id: str) -> CiRun:
-    run = next((r for r in repo.runs if str(r.id) == pipeline_id), None)
+    run = next((r for r in [*repo.runs, *repo.api_pipelines] if str(r.id) == pipeline_id),
+               None)
     if run is None:
         raise ApiError(404, "404 Not found")
     return run
@@ -460,7 +464,22 @@ def _pipeline(repo: Repo, pipeline_id: str) -> CiRun:
 @router.route("GET", "/projects/{id}/pipelines/{pipeline_id}")
 def get_pipeline(api: GitLabApi, call: Call, login: str, id: str, pipeline_id: str) -> Reply:
     repo = api.project(id)
-    return Reply.json(200, api.render(call).pipeline(repo, _pipeline(repo, pipeline_id)))
+    run = _pipeline(repo, pipeline_id)
+    return Reply.json(200, api.render(call).pipeline(
+        repo, run, source="api" if run in repo.api_pipelines else "push", detail=True))
+
+
+@router.route("GET", "/projects/{id}/pipelines/{pipeline_id}/variables")
+def list_pipeline_variables(api: GitLabApi, call: Call, login: str, id: str,
+                            pipeline_id: str) -> Reply:
+    """The variables a pipeline was created with; GitLab shows them to Maintainers (and
+    to the pipeline's creator)."""
+    repo = api.project(id)
+    run = _pipeline(repo, pipeline_id)
+    member = repo.members.get(login)
+    if login != run.user and (member is None or (member.access_level or 0) < 40):
+        raise ApiError(403, "403 Forbidden")
+    return _listing(call, [dict(v) for v in run.variables])
 
 
 @router.route("GET", "/projects/{id}/pipelines/{pipeline_id}/jobs")

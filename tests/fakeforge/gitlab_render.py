@@ -215,12 +215,17 @@ class GitLabRender:
                 "execute_filemode": False}
 
     # -- CI ------------------------------------------------------------------------------
-    def pipeline(self, repo: Repo, run: CiRun, source: str = "push") -> dict[str, Any]:
-        return {"id": run.id, "iid": run.number, "project_id": repo.id, "sha": run.sha,
+    def pipeline(self, repo: Repo, run: CiRun, source: str = "push", *,
+                 detail: bool = False) -> dict[str, Any]:
+        """A pipeline as lists show it; `detail`: as GET of the one pipeline shows it."""
+        found = {"id": run.id, "iid": run.number, "project_id": repo.id, "sha": run.sha,
                 "ref": run.branch, "status": PIPELINE_STATUS.get(run.conclusion, "failed"),
                 "source": source, "created_at": ts(run.created_at),
                 "updated_at": ts(run.created_at),
                 "web_url": self.web(repo, f"/-/pipelines/{run.id}")}
+        if detail:
+            found["user"] = self.user(run.user or repo.owner)
+        return found
 
     def job(self, repo: Repo, run: CiRun, job: CiJob) -> dict[str, Any]:
         commit = repo.git.commit_info(run.sha)

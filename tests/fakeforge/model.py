@@ -171,6 +171,9 @@ class CiRun:
     conclusion: str
     jobs: list[CiJob]
     created_at: datetime = field(default_factory=now)
+    # A pipeline created through the API: who created it, and the variables it was given.
+    user: str | None = None
+    variables: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -214,6 +217,8 @@ class Repo:
     issues: dict[int, Issue] = field(default_factory=dict)
     members: dict[str, Member] = field(default_factory=dict)
     runs: list[CiRun] = field(default_factory=list)
+    # Pipelines created through GitLab's API (no jobs run, no hooks): readable by id.
+    api_pipelines: list[CiRun] = field(default_factory=list)
     check_runs: list[CheckRun] = field(default_factory=list)
     created_at: datetime = field(default_factory=now)
     statuses: list[CommitStatus] = field(default_factory=list)

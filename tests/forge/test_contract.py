@@ -9,7 +9,7 @@ test_gitlab.py; what differs between the two lives in tests/support_forge.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +34,10 @@ from bot.forge.base import (
     UnavailableError,
 )
 from bot.forge.common import with_credentials
-from tests.fakeforge import FakeForge, FakeServer, git
+from tests.fakeforge import FakeForge, git
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World
-from tests.support_forge import KINDS, ForgeKind, ci_deliveries, fake_server
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> ForgeKind:
-    return KINDS[request.param]
-
-
-@pytest.fixture(scope="module")
-def server(kind: ForgeKind) -> Iterator[FakeServer]:
-    # GitLab's tests do without GitHub's OpenAPI description (and skip nothing where it lacks).
-    with fake_server(github_spec=kind.name == "github") as srv:
-        yield srv
+from tests.forge.each_forge import each_forge, fake_server_of_kind  # noqa: F401 (fixtures)
+from tests.support_forge import ForgeKind, ci_deliveries
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from bot.agent.transcript import Redactor
 from bot.dispatch import RetryPolicy
 from bot.errors import BadInputError
 from bot.events import Plan, plan_event
+from bot.forge import registry
 from bot.forge.base import (
     DISPATCH_EVENT,
     Dispatch,
@@ -46,7 +47,7 @@ from tests.fakeforge import FakeForge
 from tests.fakeforge.scenario import REPO, World
 from tests.support import DATA, run_opbot
 from tests.support import REPO as CHECKOUT
-from tests.support_forge import KINDS, CiDelivery, ci_deliveries
+from tests.support_forge import KINDS, CiDelivery, ci_deliveries, gitlab_client
 from tests.support_serve import RunningServer, start_serve
 
 SECRET = "dispatch-webhook-secret-5e2a"
@@ -132,6 +133,10 @@ def test_a_delivery_is_dispatched_once(forge: str, fake: FakeForge, serve: Serve
     assert not fake.pushes(REPO)
     if forge == "gitlab":
         assert (delivery.ref, delivery.variable_type) == ("main", "file")
+        (pipeline,) = [e for e in fake.effects if e.kind == "pipeline"]
+        variables = json.loads(pipeline.detail.split(":", 1)[1])
+        # the template's resource_group opbot-$OPBOT_OP: one job per op at a time
+        assert {"key": "OPBOT_OP", "value": "relu", "variable_type": "env_var"} in variables
     expected = plan_event(forge, event, payload, bot_login=fake.bot).to_json()
     replanned = _replanned(delivery, tmp_path)
     assert {k: replanned[k] for k in ("action", "op", "number")} == {
@@ -383,3 +388,63 @@ def test_the_gitlab_template_runs_dispatched_pipelines() -> None:
                "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH"} for source in ("api", "trigger")]
     assert job["script"] == [f"opbot event --forge gitlab --event {DISPATCH_EVENT} "
                              f'--payload "${PLAN_VARIABLE}" --json']
+
+
+# -- GitLab: the job carries out the plan the bot handed over, not the one it is shown -----
+
+def _gitlab_env(fake: FakeForge, pipeline: int | None) -> dict[str, str]:
+    env = {"OPBOT_GITLAB_TOKEN": fake.token, "OPBOT_GITLAB_URL": fake.gitlab_url,
+           # whoever starts a pipeline may set this (and every predefined variable)
+           "GITLAB_USER_LOGIN": fake.bot, "CI_PROJECT_PATH": REPO}
+    if pipeline is not None:
+        env["CI_PIPELINE_ID"] = str(pipeline)
+    return env
+
+
+def _pipeline_by(fake: FakeForge, token: str, plan: dict[str, Any]) -> int:
+    payload = {"object_kind": "opbot", "plan": plan, "project": {"path_with_namespace": REPO}}
+    project = gitlab_client(fake, token).projects.get(REPO)
+    created = project.pipelines.create({"ref": "main", "variables": [
+        {"key": PLAN_VARIABLE, "value": json.dumps(payload), "variable_type": "file"}]})
+    return int(created.id)
+
+
+def _forged(plan: dict[str, Any]) -> dict[str, Any]:
+    return {"object_kind": "opbot", "project": {"path_with_namespace": REPO},
+            "plan": {**plan, "actor": "the-maintainer", "number": 99}}
+
+
+def test_gitlab_reads_the_dispatched_plan_back_from_the_bots_pipeline(
+        fake: FakeForge, world: World) -> None:
+    genuine = Plan(action="regen", reason="/regen", forge="gitlab", event="Note Hook",
+                   repo=REPO, number=world.issue.number, actor="alice",
+                   target="issue").to_json()
+    pipeline = _pipeline_by(fake, fake.token, genuine)  # as dispatch_plan does, as the bot
+    trusted = registry.plugin("gitlab").trusted_dispatch(_forged(genuine),
+                                                         _gitlab_env(fake, pipeline))
+    assert trusted["plan"] == genuine  # the file's edits are not what runs
+
+
+def test_gitlab_refuses_a_plan_in_a_pipeline_a_person_started(
+        fake: FakeForge, world: World, tmp_path: Path) -> None:
+    fake.add_user("dev", repo=REPO, access_level=30)
+    fake.add_token("glpat-dev-0000000000000000", "dev")
+    plan = Plan(action="generate", reason="an issue labelled op-request", forge="gitlab",
+                event="Issue Hook", repo=REPO, number=world.issue.number,
+                actor="the-maintainer", target="issue").to_json()
+    pipeline = _pipeline_by(fake, "glpat-dev-0000000000000000", plan)
+    with pytest.raises(ForgeError, match="started by dev, not by the bot"):
+        registry.plugin("gitlab").trusted_dispatch(_forged(plan), _gitlab_env(fake, pipeline))
+    with pytest.raises(BadInputError, match="CI_PIPELINE_ID"):
+        registry.plugin("gitlab").trusted_dispatch(_forged(plan), _gitlab_env(fake, None))
+
+    before = len(fake.effect_log())
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_forged(plan)), encoding="utf-8")
+    run = run_opbot("event", "--forge", "gitlab", "--event", "opbot", "--payload", str(path),
+                    "--json", env=_gitlab_env(fake, pipeline), timeout=120)
+    assert run.code != 0
+    assert "not carried out" in run.stderr
+    assert "started by dev" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert len(fake.effect_log()) == before  # nothing said, nothing pushed

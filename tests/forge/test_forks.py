@@ -6,31 +6,28 @@ bot's own branch name on purpose. Real clients over loopback HTTP against the fa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from pathlib import Path
 
 import pytest
 import requests
 from github.PullRequest import PullRequest as GhPullRequest
 
+from bot.commands import RegenCommand
+from bot.event_input import settle_from_forge
+from bot.events import Plan, job_key
+from bot.forge import registry
 from bot.forge.base import Forge, PullRequestDraft
 from bot.forge.github import client as github_module
-from tests.fakeforge import FakeForge, FakeServer, git
+from tests.fakeforge import FakeForge, git
 from tests.fakeforge.scenario import HEAD, KERNEL_PATH, REPO, World
-from tests.support_forge import KINDS, ForgeKind, fake_server, github_client
+from tests.forge.each_forge import each_forge, fake_server_of_kind  # noqa: F401 (fixtures)
+from tests.forge.test_streams import _comment
+from tests.support import run_opbot
+from tests.support_forge import ForgeKind, github_client
 
 FORK = "mallory/kernels"
 EVIL = {KERNEL_PATH: "import os\nos.system('curl evil')\n"}
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> ForgeKind:
-    return KINDS[request.param]
-
-
-@pytest.fixture(scope="module")
-def server(kind: ForgeKind) -> Iterator[FakeServer]:
-    with fake_server(github_spec=kind.name == "github") as srv:
-        yield srv
 
 
 @pytest.fixture
@@ -113,3 +110,70 @@ def test_gitlab_source_and_target_projects(fake: FakeForge, world: World) -> Non
                        timeout=10).json()
     assert raw["source_project_id"] == fake.state.repos[FORK].id
     assert raw["target_project_id"] == fake.state.repos[REPO].id
+
+
+# -- a command on a pull request whose payload does not say whose it is --------------------
+
+def _regen_on_pull(kind: ForgeKind, number: int) -> Plan:
+    """What GitHub's issue_comment plans: it names the pull request, not its head."""
+    return Plan(action="regen", reason="/regen on a pull request", forge=kind.name,
+                event="issue_comment", repo=REPO, number=number, actor="alice",
+                target="pull", command=RegenCommand())
+
+
+def _token_env(kind: ForgeKind, fake: FakeForge) -> dict[str, str]:
+    found = registry.plugin(kind.name)
+    return {found.token_variables[0]: fake.token, found.url_variables[0]: kind.api_url(fake)}
+
+
+def test_regen_on_a_fork_is_decided_by_reading_the_pull_request(
+        fake: FakeForge, world: World, kind: ForgeKind) -> None:
+    number = _fork_pull(fake)
+    settled = settle_from_forge(_regen_on_pull(kind, number), _token_env(kind, fake))
+    assert (settled.action, settled.command) == ("ignore", None)
+    assert "fork" in settled.reason
+
+
+def test_regen_on_the_bots_pull_request_learns_its_op(
+        fake: FakeForge, world: World, kind: ForgeKind) -> None:
+    settled = settle_from_forge(_regen_on_pull(kind, world.pull.number),
+                                _token_env(kind, fake))
+    assert (settled.action, settled.op, settled.head_branch) == ("regen", "relu", HEAD)
+    assert settled.head_sha == world.head_sha
+    # ... so it shares the job key of every other job on that operator
+    assert job_key(settled).endswith(":relu")
+
+
+def test_regen_on_someone_elses_pull_request_is_ignored(
+        fake: FakeForge, world: World, kind: ForgeKind) -> None:
+    fake.human_commit(REPO, "feature/x", {"README.md": "x"}, "x", author="alice")
+    number = fake.open_pull(REPO, "feature/x", title="x", author="alice").number
+    settled = settle_from_forge(_regen_on_pull(kind, number), _token_env(kind, fake))
+    assert settled.action == "ignore"
+    assert "feature/x" in settled.reason
+
+
+def test_without_a_token_the_plan_stays_and_says_the_job_checks(
+        fake: FakeForge, world: World, kind: ForgeKind) -> None:
+    plan = _regen_on_pull(kind, _fork_pull(fake))
+    settled = settle_from_forge(plan, {})
+    assert settled.action == "regen"
+    assert "checked when the job runs" in settled.reason
+
+
+@pytest.mark.parametrize("kind", ["github"], indirect=True)
+def test_dry_run_of_a_real_regen_comment_on_a_fork(fake: FakeForge, world: World,
+                                                   kind: ForgeKind, tmp_path: Path) -> None:
+    payload = _comment("/regen", on_pull=True)[0][1]
+    payload["repository"]["full_name"] = REPO
+    payload["issue"]["number"] = _fork_pull(fake)
+    path = tmp_path / "comment.json"
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    args = ("event", "--forge", "github", "--event", "issue_comment", "--payload", str(path),
+            "--dry-run", "--json")
+    checked = run_opbot(*args, env={"OPBOT_BOT_LOGIN": "", **_token_env(kind, fake)})
+    assert checked.code == 0, checked.stderr
+    assert json.loads(checked.stdout)["action"] == "ignore"
+    blind = run_opbot(*args, env={"OPBOT_BOT_LOGIN": "", "OPBOT_GITHUB_TOKEN": "",
+                                  "GITHUB_TOKEN": ""})
+    assert json.loads(blind.stdout)["action"] == "regen"

@@ -19,20 +19,10 @@ from bot.forge.base import Forge, ForgeError, RateLimitedError, Target, Unavaila
 from bot.forge.github.client import GitHubForge
 from tests.fakeforge import FakeForge, FakeServer
 from tests.fakeforge.scenario import REPO, World, standard_world
-from tests.support_forge import KINDS, ForgeKind, fake_forge, fake_server, github_client
+from tests.forge.each_forge import each_forge, fake_server_of_kind  # noqa: F401 (fixtures)
+from tests.support_forge import ForgeKind, fake_forge, github_client
 
 ISSUE = Target("issue", 1)
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> ForgeKind:
-    return KINDS[request.param]
-
-
-@pytest.fixture(scope="module")
-def server(kind: ForgeKind) -> Iterator[FakeServer]:
-    with fake_server(github_spec=kind.name == "github") as srv:
-        yield srv
 
 
 @pytest.fixture

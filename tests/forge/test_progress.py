@@ -16,29 +16,12 @@ from bot.forge.gitlab.client import GitLabForge
 from bot.forge.retrying import RetryingForge
 from tests.fakeforge import FakeForge, FakeServer
 from tests.fakeforge.scenario import REPO, World, standard_world
-from tests.support_forge import (
-    KINDS,
-    ForgeKind,
-    fake_forge,
-    fake_server,
-    github_client,
-    gitlab_client,
-)
+from tests.forge.each_forge import each_forge, fake_server_of_kind  # noqa: F401 (fixtures)
+from tests.support_forge import ForgeKind, fake_forge, github_client, gitlab_client
 
 RUN_URL = "https://ci.example.com/opbot/runs/7"
 GITHUB_ONLY = pytest.mark.parametrize("kind", ["github"], indirect=True)
 GITLAB_ONLY = pytest.mark.parametrize("kind", ["gitlab"], indirect=True)
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> ForgeKind:
-    return KINDS[request.param]
-
-
-@pytest.fixture(scope="module")
-def server(kind: ForgeKind) -> Iterator[FakeServer]:
-    with fake_server(github_spec=kind.name == "github") as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -5,29 +5,18 @@ loopback HTTP against the fake forge.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from bot.forge.base import Comment, ForbiddenError, Forge, NotFoundError, ReviewThread
-from tests.fakeforge import FakeForge, FakeServer
+from tests.fakeforge import FakeForge
 from tests.fakeforge.model import now
 from tests.fakeforge.scenario import HEAD, REPO, World
-from tests.support_forge import KINDS, ForgeKind, fake_server
+from tests.forge.each_forge import each_forge, fake_server_of_kind  # noqa: F401 (fixtures)
+from tests.support_forge import ForgeKind
 
 EARLIER = timedelta(hours=1)  # before any commit the test makes
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> ForgeKind:
-    return KINDS[request.param]
-
-
-@pytest.fixture(scope="module")
-def server(kind: ForgeKind) -> Iterator[FakeServer]:
-    with fake_server(github_spec=kind.name == "github") as srv:
-        yield srv
 
 
 @pytest.fixture

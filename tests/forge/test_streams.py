@@ -184,6 +184,9 @@ def test_dry_run_plans_real_streams(forge: str, stream: Callable[[], Stream],
     # The bot's identity is what a dry run is told (it asks no forge): the GitLab bot's
     # token user is "opbot".
     env = {"OPBOT_BOT_LOGIN": "opbot"} if forge == "gitlab" else {"OPBOT_BOT_LOGIN": ""}
+    # No token: a dry run then reads nothing from a forge (a CI's own token must not count).
+    env.update({name: "" for name in ("OPBOT_GITHUB_TOKEN", "GITHUB_TOKEN",
+                                      "OPBOT_GITLAB_TOKEN", "GITLAB_TOKEN")})
     assert Counter(_dry_run_actions(forge, stream(), tmp_path, env)) == expected
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,6 +55,8 @@ _EMOJI: dict[Reaction, str] = {"+1": "thumbsup", "-1": "thumbsdown", "eyes": "ey
 # The file variable a dispatched pipeline gets: GitLab writes its value to a file and sets
 # the variable to that file's path, which `opbot event --payload` reads.
 PLAN_VARIABLE = "OPBOT_PLAN"
+OP_VARIABLE = "OPBOT_OP"
+_RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _STATE = {"opened": "open", "closed": "closed", "locked": "closed", "merged": "merged"}
 # Access levels, highest first: owner, maintainer, developer, reporter/planner/guest.
 _ACCESS: tuple[tuple[int, Permission], ...] = ((50, "admin"), (40, "maintain"),
@@ -368,11 +371,39 @@ class GitLabForge:
                    "project": {"path_with_namespace": self.repo}}
         variables = [{"key": PLAN_VARIABLE, "value": json.dumps(payload),
                       "variable_type": "file"}]
+        op = plan.get("op")
+        if isinstance(op, str) and _RESOURCE_NAME.fullmatch(op):
+            # The template's resource_group is opbot-$OPBOT_OP: one job per op at a time.
+            variables.append({"key": OP_VARIABLE, "value": op, "variable_type": "env_var"})
         with self._errors(f"create a pipeline on {ref}"):
             created = self._project.pipelines.create({"ref": ref, "variables": variables},
                                                      **_CALL)
         data = created.attributes
         return Dispatch(id=int(data["id"]), url=str(data.get("web_url") or "") or None)
+
+    def dispatched_payload(self, pipeline_id: int) -> Any:
+        """The plan file the bot gave pipeline `pipeline_id` (dispatch_plan), read from the
+        API: only a pipeline the bot's own user created counts. A replay of the bot's own
+        earlier pipeline carries the bot's own plan, which the job checks again anyway."""
+        what = f"read pipeline {pipeline_id}"
+        with self._errors(what):
+            pipeline = self._project.pipelines.get(pipeline_id, **_CALL)
+        creator = (pipeline.attributes.get("user") or {}).get("username")
+        if creator != self.whoami():
+            raise ForgeError(f"GitLab: pipeline {pipeline_id} was started by "
+                             f"{creator or 'nobody known'}, not by the bot "
+                             f"({self.whoami()}): its plan is not the bot's")
+        with self._errors(f"read the variables of pipeline {pipeline_id}"):
+            variables = pipeline.variables.list(get_all=True, **_CALL)
+        value = next((v.attributes.get("value") for v in variables
+                      if v.attributes.get("key") == PLAN_VARIABLE), None)
+        if not isinstance(value, str):
+            raise ForgeError(f"GitLab: pipeline {pipeline_id} carries no {PLAN_VARIABLE}")
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ForgeError(f"GitLab: the {PLAN_VARIABLE} of pipeline {pipeline_id} is "
+                             "not JSON") from None
 
     # -- helpers ------------------------------------------------------------------------
     def _web_url(self, target: Target) -> str:

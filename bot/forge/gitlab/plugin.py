@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.errors import BadInputError
 from bot.forge.base import DISPATCH_EVENT, Forge
 from bot.forge.gitlab import environment, events, webhook
 from bot.forge.inbound import Planner
@@ -55,6 +56,21 @@ class GitLabPlugin:
         from bot.forge.gitlab.client import identity
 
         return identity(url, token)
+
+    def trusted_dispatch(self, payload: Any, environ: Mapping[str, str]) -> Any:
+        from bot.forge.registry import connect_from_environment
+
+        pipeline = environ.get("CI_PIPELINE_ID", "")
+        repo = events.repo_of(payload) or environ.get("CI_PROJECT_PATH")
+        if not pipeline.isdigit() or not repo:
+            raise BadInputError("a dispatched plan runs in the GitLab pipeline the bot "
+                                "created (CI_PIPELINE_ID and the plan's project): neither "
+                                "is known here")
+        forge = connect_from_environment(self.name, repo, environ)
+        from bot.forge.gitlab.client import GitLabForge
+
+        assert isinstance(forge, GitLabForge)
+        return forge.dispatched_payload(int(pipeline))
 
 
 PLUGIN = GitLabPlugin()
