@@ -34,8 +34,23 @@ _stdout = Console(highlight=False)
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    _stderr.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    _stderr.print(f"[bold red]error:[/] {escape(_printable(message, _stderr.file))}",
+                  markup=True, emoji=False, soft_wrap=True)
     sys.exit(code)
+
+
+def _printable(text: str, stream: Any) -> str:
+    """`text` as `stream` can show it: what its encoding cannot (a lone surrogate, an emoji
+    on an ASCII terminal) becomes a backslash escape instead of a UnicodeEncodeError."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+
+
+def _print_plain(text: str) -> None:
+    """Text from outside (a payload, a forge, a model) on stdout as it is: no markup, no
+    :emoji: codes, and never an error for a character stdout cannot encode."""
+    _stdout.print(_printable(text, _stdout.file), soft_wrap=True, markup=False, emoji=False,
+                  highlight=False)
 
 
 @contextmanager
@@ -56,7 +71,8 @@ def _progress(enabled: bool) -> Iterator[Callable[[str], None]]:
 
 
 def _emit_json(data: dict[str, Any]) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    # ASCII only (ensure_ascii): any text, even a lone surrogate, goes out as a \u escape.
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=True))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -297,9 +313,9 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
         if as_json:
             _emit_json(plan.to_json())
         else:
-            _stdout.print(f"{plan.action}: {escape(plan.reason)} ({escape(plan.repo or '-')}"
-                          f"#{plan.number if plan.number is not None else '-'}, op "
-                          f"{plan.op or '-'})", soft_wrap=True)
+            _print_plain(f"{plan.action}: {plan.reason} ({plan.repo or '-'}#"
+                         f"{plan.number if plan.number is not None else '-'}, op "
+                         f"{plan.op or '-'})")
         sys.exit(EXIT_PASSED)
     _run_plan(plan, as_json, policy, identities)
 
@@ -316,7 +332,7 @@ def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = No
     if as_json:
         _emit_json(outcome.to_json())
     else:
-        _stdout.print(outcome.summary, soft_wrap=True, markup=False)
+        _print_plain(outcome.summary)
     sys.exit(EXIT_PASSED if outcome.ok else EXIT_FAILED)
 
 
@@ -337,7 +353,8 @@ def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = No
               "pipeline) instead of running it here.")
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
           policy_file: Path | None, dispatch: bool) -> None:
-    """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET)."""
+    """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET, or one per forge:
+    OPBOT_GITHUB_WEBHOOK_SECRET, OPBOT_GITLAB_WEBHOOK_SECRET)."""
     from bot.server import secrets_from_environment
     from bot.server import serve as run_server
 

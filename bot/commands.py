@@ -1,6 +1,7 @@
 """Slash commands in comments, Prow-style: anchored patterns, each handler with its help.
 
-A command is the first word of a line, never inside a `>` quote or a code fence. Its
+A command is the first word of a line of a paragraph as the forge renders the comment
+(never inside a quote, code, a list or HTML). Its
 arguments are split with shlex and parsed strictly: an unknown flag or a bad value is an
 error whose message shows the usage (and a "did you mean" when one is close).
 """
@@ -10,7 +11,11 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import unicodedata
 from dataclasses import dataclass, field
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from bot.agent.backends import backend_names, parse_backends
 from bot.errors import BadInputError
@@ -59,28 +64,59 @@ REGEN_HELP = CommandHelp(
               '/regen --hint "use a two-pass softmax"', "/regen --force"),
 )
 
-# Markdown: four spaces (or a tab) of indentation make a code block, so a command may be
-# indented by three spaces at most.
-_COMMAND_LINE = re.compile(r"^ {0,3}/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_HTML_COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.DOTALL)
+# A command is the first word of a line of a paragraph as the forge renders it (CommonMark
+# plus GitHub's tables): never in a code block or span, a quote (lazy continuation lines
+# included), a list, a table, HTML or a link definition — what a reader sees as text is
+# what the bot obeys, and what a reader sees as an example is not.
+_MARKDOWN = MarkdownIt("commonmark").enable("table")
+_COMMAND_LINE = re.compile(r"^/(?P<name>[A-Za-z][\w-]*)(?P<args>[ \t].*)?$")
+_NESTING = {"blockquote_open": 1, "blockquote_close": -1, "bullet_list_open": 1,
+            "bullet_list_close": -1, "ordered_list_open": 1, "ordered_list_close": -1}
+# Rendered as nothing: a command followed by one reads as the command alone.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
+def _visible(text: str) -> str:
+    """`text` as a reader sees it: invisible characters gone, any space a space."""
+    return "".join(" " if unicodedata.category(char) == "Zs" else char
+                   for char in text.translate(_INVISIBLE))
+
+
+def _rendered_lines(inline: Token) -> list[str]:
+    """A paragraph's lines as text; a code span, HTML or an image stays marked (NUL) so
+    that a line starting with one never reads as a command."""
+    parts: list[str] = []
+    for child in inline.children or []:
+        if child.type in ("softbreak", "hardbreak"):
+            parts.append("\n")
+        elif child.type == "text":
+            parts.append(child.content)
+        elif child.type == "code_inline":
+            parts.append(f"\0{child.markup}{child.content}{child.markup}")
+        elif child.type in ("html_inline", "image"):
+            parts.append("\0")
+        else:  # emphasis and link markup: the reader sees the text between
+            parts.append(child.markup if child.type.endswith(("_open", "_close"))
+                         and child.type.startswith(("em", "strong", "s_")) else "")
+    return "".join(parts).split("\n")
 
 
 def command_lines(body: str) -> list[tuple[str, str]]:
-    """(name, arguments) of each line that starts with a slash command; quotes, code
-    blocks (fenced or indented) and hidden HTML comments excluded. Lines end at "\n" only:
-    a Unicode line separator does not start a new line in a rendered comment."""
+    """(name, arguments) of each paragraph line, outside quotes and lists, that starts
+    with a slash command."""
     found: list[tuple[str, str]] = []
-    in_fence = False
-    for line in _HTML_COMMENT.sub("", body).replace("\r\n", "\n").split("\n"):
-        if _FENCE.match(line):
-            in_fence = not in_fence
+    nested = 0
+    tokens = _MARKDOWN.parse(body)
+    for index, token in enumerate(tokens):
+        nested += _NESTING.get(token.type, 0)
+        if token.type != "inline" or nested or index == 0 \
+                or tokens[index - 1].type != "paragraph_open":
             continue
-        if in_fence or line.lstrip().startswith(">"):
-            continue
-        match = _COMMAND_LINE.match(line)
-        if match:
-            found.append((match.group("name").lower(), (match.group("args") or "").strip()))
+        for line in _rendered_lines(token):
+            match = _COMMAND_LINE.match(_visible(line).strip())
+            if match:
+                found.append((match.group("name").lower(),
+                              (match.group("args") or "").strip()))
     return found
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -15,6 +14,7 @@ from bot.events import TRIGGER_LABEL, Plan, plan_event, pull_unknown, settle_on_
 from bot.forge import registry
 from bot.forge.base import ForgeError, ForgeName
 from bot.identity import BOT_LOGIN_VARIABLE, Identities
+from bot.payload_json import PayloadError, load_payload
 
 MAX_PAYLOAD_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 
@@ -42,14 +42,14 @@ def _read_payload(path: Path) -> Any:
     try:
         if path.stat().st_size > MAX_PAYLOAD_BYTES:
             raise BadInputError(f"{path}: larger than {MAX_PAYLOAD_BYTES // (1024 * 1024)} MB")
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_payload(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read the payload ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise BadInputError(f"{path}: the payload is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"{path}:{exc.lineno}: the payload is not JSON ({exc.msg})"
-                            ) from None
+    except PayloadError as exc:
+        where = f"{path}:{exc.line}" if exc.line is not None else f"{path}"
+        raise BadInputError(f"{where}: the payload is {exc.reason}") from None
 
 
 def read_event(forge: str | None, event: str | None, payload: Path | None,

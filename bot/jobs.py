@@ -35,7 +35,7 @@ from bot.forge.base import (
 )
 from bot.forge.inbound import has_trigger, op_of_branch
 from bot.generation_step import GenerationCancelled, generate_without_credentials
-from bot.identity import Identities
+from bot.identity import BOT_LOGIN_VARIABLE, Identities
 from bot.issue_form import FormError, op_name_from_body, spec_from_issue
 from bot.job_settings import JobControl, JobOutcome, JobSettings, NoJobControl, SpendLedger
 from bot.policy import REPOSITORY_POLICY_PATH, Policy, PolicyError, repository_policy
@@ -646,6 +646,12 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
     if settings.bot_login is None:
         with contextlib.suppress(ForgeError):
             settings = replace(settings, bot_login=forge.whoami())
+    if settings.bot_login is None and plan.action in HUMAN_TRIGGERS | {"help"}:
+        # Not knowing itself, the bot could answer its own replies for ever: it waits
+        # (silently: a reply would be one more event) until its token's user can be read.
+        return JobOutcome(False, plan.action, "not done: the bot cannot tell its own "
+                          "comments from people's (its token's user could not be read; "
+                          f"set {BOT_LOGIN_VARIABLE} or check the token)")
     # A person's request that the bot itself made is an echo of its own action. (CI runs
     # are another matter: the bot's own push starts them, so their sender is the bot.)
     if plan.action in HUMAN_TRIGGERS and plan.actor and plan.actor == settings.bot_login:

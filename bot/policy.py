@@ -337,7 +337,11 @@ def _schema_problem(error: jsonschema.ValidationError, read: _Read,
             return _error_at(f"not a setting opbot knows (known here: {', '.join(known)})",
                              source, _mark(_key_node(read.root, path, key)),
                              field=_dotted([*path, key]), column=False)
-    return _error_at(error.message, source, _mark(_node_at(read.root, path)),
+    message = error.message
+    if error.validator == "pattern":  # the only pattern: no unseen characters in a label
+        message = (f"{error.instance!r} holds control, invisible or bidirectional "
+                   "characters")
+    return _error_at(message, source, _mark(_node_at(read.root, path)),
                      field=_dotted(path) or None, column=False)
 
 

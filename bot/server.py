@@ -11,20 +11,21 @@ Bad input gets a 4xx, never a 5xx; the secret is never logged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import threading
 import traceback
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -37,26 +38,61 @@ from bot.forge import registry
 from bot.forge.base import Dispatch, ForgeError
 from bot.forge.plugin import ForgePlugin
 from bot.identity import Identities
+from bot.payload_json import PayloadError, load_payload
 from bot.policy import Policy, default_policy
 from bot.queue import CONTROL_PREFIX, JobQueue, QueuedJob, RequestKey, Submitted
 from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
-PREVIOUS_SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET_PREVIOUS"  # noqa: S105
 MAX_BODY_BYTES = 25 * 1024 * 1024
+# The whole body must arrive within this (a half-sent request holds a connection open).
+BODY_TIMEOUT_S = 30.0
+BODY_TIMEOUT_VARIABLE = "OPBOT_BODY_TIMEOUT_S"
 _POLL_S = 0.5
 
 log = logging.getLogger("opbot.serve")
 
 
-def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+def _secret_pair(env: Mapping[str, str], variable: str) -> list[str]:
+    return [secret for secret in (env.get(variable, ""), env.get(f"{variable}_PREVIOUS", ""))
+            if secret]
+
+
+def forge_secrets_from_environment(environ: Mapping[str, str] | None = None
+                                   ) -> dict[str, list[str]]:
+    """Each forge's own secret (OPBOT_GITHUB_WEBHOOK_SECRET, ...), where one is set: GitLab
+    sends its secret in clear (X-Gitlab-Token), so whoever reads one GitLab delivery must
+    not be able to sign GitHub's with it."""
     env = os.environ if environ is None else environ
-    secrets = [env.get(SECRET_VARIABLE, ""), env.get(PREVIOUS_SECRET_VARIABLE, "")]
-    found = [secret for secret in secrets if secret]
-    if not found:
+    found = {name: _secret_pair(env, f"OPBOT_{name.upper()}_WEBHOOK_SECRET")
+             for name in registry.names()}
+    return {name: secrets for name, secrets in found.items() if secrets}
+
+
+def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The shared secret (and the one it replaces), for forges without their own."""
+    env = os.environ if environ is None else environ
+    found = _secret_pair(env, SECRET_VARIABLE)
+    if not found and not forge_secrets_from_environment(env):
         raise BadInputError(f"{SECRET_VARIABLE} is not set: opbot serve refuses to accept "
                             "unsigned webhooks")
     return found
+
+
+def body_timeout_from_environment(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds a delivery's body may take to arrive: OPBOT_BODY_TIMEOUT_S, else 30."""
+    text = (os.environ if environ is None else environ).get(BODY_TIMEOUT_VARIABLE, "")
+    if not text:
+        return BODY_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        log.warning("%s=%r is not a number of seconds: using %g", BODY_TIMEOUT_VARIABLE,
+                    text, BODY_TIMEOUT_S)
+        return BODY_TIMEOUT_S
+    return seconds
 
 
 _EVERY_STATUS = ("queued", "running", "done", "failed")
@@ -88,7 +124,7 @@ def request_of(plan: Plan, review_settle_s: float = 0.0) -> RequestKey | None:
 
 @dataclass
 class ServerSettings:
-    secrets: list[str]
+    secrets: list[str]  # the shared ones, for forges without their own
     queue: JobQueue
     dry_run: bool
     identities: Identities = field(default_factory=Identities)
@@ -102,21 +138,64 @@ class ServerSettings:
     # Each repository's own label (its .opbot.yaml); None: `trigger_label` everywhere.
     labels: TriggerLabels | None = None
     redactor: Redactor = field(default_factory=Redactor.from_environment)
+    forge_secrets: dict[str, list[str]] = field(default_factory=dict)
     # Decides a plan the payload left open (a command on a GitHub pull request: whose is
     # it, which op?) by reading the forge, before it is queued under its op's job key.
     settle: Callable[[Plan], Plan] = field(default=settle_from_forge)
+    # Seconds the whole body may take to arrive before the delivery is answered 408.
+    body_timeout_s: float = field(default_factory=body_timeout_from_environment)
+
+    def secrets_for(self, forge: str) -> list[str]:
+        return self.forge_secrets.get(forge) or self.secrets
 
 
 def _answer(code: int, **body: Any) -> JSONResponse:
     return JSONResponse(body, status_code=code)
 
 
-async def _body(request: Request) -> bytes | None:
+class _Refused(Exception):
+    """A body not read to the end: the status and reason to answer with."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+_TOO_LARGE = f"the body is too large (over {MAX_BODY_BYTES // (1024 * 1024)} MB)"
+
+
+async def _body(request: Request, timeout_s: float) -> bytes:
+    """The body, read as it arrives: never more than MAX_BODY_BYTES of it held (with or
+    without a Content-Length), and all of it within `timeout_s`; else _Refused."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        return None
-    body = await request.body()
-    return body if len(body) <= MAX_BODY_BYTES else None
+        raise _Refused(413, _TOO_LARGE)
+    try:
+        return await asyncio.wait_for(_read_capped(request), timeout_s)
+    except asyncio.TimeoutError:
+        raise _Refused(408, f"the body did not arrive within {timeout_s:g} s") from None
+    except ClientDisconnect:
+        raise _Refused(400, "the client went away before the body arrived") from None
+
+
+async def _read_capped(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async with aclosing(request.stream()) as stream:
+        async for chunk in stream:
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise _Refused(413, _TOO_LARGE)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _refuse(refused: _Refused) -> JSONResponse:
+    """The answer to a body not read to the end; the connection closes with it (the rest
+    of the body, if it ever comes, is not waited for)."""
+    return JSONResponse({"status": "rejected", "reason": refused.reason},
+                        status_code=refused.status, headers={"Connection": "close"})
 
 
 def _accept(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any,
@@ -164,26 +243,32 @@ def _plan(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any
     return plan
 
 
-def _parse(body: bytes) -> Any:
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return payload if isinstance(payload, dict) else None
+def _parse(body: bytes) -> dict[str, Any]:
+    """The delivery's JSON object, or PayloadError with the reason (bot/payload_json.py)."""
+    payload = load_payload(body)
+    if not isinstance(payload, dict):
+        raise PayloadError("not a JSON object")
+    return payload
 
 
 async def _receive(settings: ServerSettings, forge: ForgePlugin,
                    request: Request) -> JSONResponse:
-    body = await _body(request)
-    if body is None:
-        return _answer(413, status="rejected", reason="the body is too large")
-    if not forge.authenticate(request.headers, body, settings.secrets):
+    try:
+        body = await _body(request, settings.body_timeout_s)
+    except _Refused as refused:
+        return _refuse(refused)
+    if not forge.authenticate(request.headers, body, settings.secrets_for(forge.name)):
         return _answer(401, status="rejected", reason=forge.rejection)
     event = forge.event_name(request.headers)
-    payload = _parse(body)
-    if not event or payload is None:
+    if not event:
         return _answer(400, status="rejected", reason=f"not a {forge.title} delivery (no "
-                       "event header, or a body that is not a JSON object)")
+                       "event header)")
+    try:
+        payload = _parse(body)
+    except PayloadError as exc:
+        where = f" (line {exc.line})" if exc.line is not None else ""
+        return _answer(400, status="rejected", reason=f"not a {forge.title} delivery: the "
+                       f"body is {exc.reason}{where}")
     # Planning may ask the forge who the bot is and which label a repository uses (both
     # cached): off the event loop, so one slow answer never holds up other deliveries.
     return await run_in_threadpool(_accept, settings, forge, event, payload,
@@ -307,7 +392,8 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
     queue = JobQueue(state_dir / "queue.sqlite3")
     identities = Identities()
     settings = ServerSettings(
-        secrets=secrets_from_environment(), queue=queue, dry_run=dry_run,
+        secrets=secrets_from_environment(), forge_secrets=forge_secrets_from_environment(),
+        queue=queue, dry_run=dry_run,
         identities=identities, trigger_label=trigger_label, review_settle_s=review_settle_s,
         labels=TriggerLabels(policy, policy_text_from_environment(os.environ)),
         execute=lambda plan, stopped: run_plan_from_environment(

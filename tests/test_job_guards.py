@@ -221,3 +221,21 @@ def test_a_ci_fix_counts_even_when_it_lands_nothing(fake: FakeForge, world: Worl
     assert not outcome.ok  # no LLM here: the attempt fails, but it was an attempt
     body = fake.state.repos[REPO].issues[world.pull.number].body
     assert (read_marker(body) or {}).get("ci_fixes") == 1
+
+
+@pytest.mark.parametrize("forge", FORGES)
+@pytest.mark.parametrize("action", ["regen", "iterate-review", "help"])
+def test_a_bot_that_cannot_learn_who_it_is_answers_no_comment(
+        fake: FakeForge, world: World, forge: str, action: str) -> None:
+    """Without its identity the bot could reply to its own replies for ever: it does
+    nothing, and says nothing (a reply would be one more event)."""
+    before = _comments(fake, world.pull.number)
+    fake.fail_next(forge, 1, status=401, message="401 Unauthorized")  # the whoami
+    client = KINDS[forge].forge(fake)
+    outcome = run_plan(_plan(forge, action, world.pull.number, op="relu", head_branch=HEAD,
+                             command=RegenCommand() if action == "regen" else None),
+                       client, JobSettings(bot_login=None))
+    assert not outcome.ok
+    assert "cannot tell its own comments from people's" in outcome.summary
+    assert _comments(fake, world.pull.number) == before
+    _nothing_published(fake)

@@ -296,6 +296,8 @@ INVALID = [
     ("a: 1\n---\nb: 2\n", ".opbot.yaml line 2, column 1: not valid YAML: but found another "
      "document"),
     ("trigger:\n  label: \x00\n", ".opbot.yaml line 2: not valid YAML: unacceptable character"),
+    ("trigger:\n  label: \"op\u202erequest\"\n", ".opbot.yaml line 2: trigger.label: "
+     "'op\\u202erequest' holds control, invisible or bidirectional characters"),
     ("- a list\n", ".opbot.yaml line 1: a policy is a mapping of settings, not a list"),
     ("just words\n", ".opbot.yaml line 1: a policy is a mapping of settings, not a single"),
     ("42\n", ".opbot.yaml line 1: a policy is a mapping of settings, not a single value"),

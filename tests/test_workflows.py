@@ -288,7 +288,10 @@ def test_the_example_uses_an_app_token_and_reads_only_with_github_token() -> Non
     checkout = next(step for step in steps if str(step.get("uses", "")).startswith(
         "actions/checkout@"))
     assert checkout["with"]["persist-credentials"] is False
-    assert workflow["concurrency"]["cancel-in-progress"] is False
+    # The job's group, not the workflow's: a skipped delivery never joins (nor replaces a
+    # waiting run in) a group.
+    assert "concurrency" not in workflow
+    assert workflow["jobs"]["opbot"]["concurrency"]["cancel-in-progress"] is False
     inputs = _load(ACTION)["inputs"]
     assert [name for name in run["with"] if name not in inputs] == []
 
@@ -542,6 +545,13 @@ def _payloads() -> Iterator[tuple[str, str, dict[str, Any]]]:
         by_bot = copy.deepcopy(comment)
         by_bot["sender"]["type"] = "Bot"
         yield "issue_comment", f"/regen by a bot on {target}", by_bot
+        for command in ("/help", "/cancel"):
+            asked = copy.deepcopy(comment)
+            asked["comment"]["body"] = command
+            yield "issue_comment", f"{command} on {target}", asked
+        link = copy.deepcopy(comment)
+        link["comment"]["body"] = "See https://example.com/a/b for the numbers."
+        yield "issue_comment", f"a link on {target}", link
     review = _sample("pull_request_review", "submitted.1.json")
     review["pull_request"]["head"]["ref"] = _bot_branch()
     review["review"]["state"] = "changes_requested"
@@ -606,6 +616,9 @@ def test_the_example_starts_for_everything_opbot_acts_on(event: str, name: str,
     ("issue_comment", "/regen on issue", True),
     ("issue_comment", "/regen by a bot on issue", False),
     ("issue_comment", "/regen by a bot on pull", False),
+    ("issue_comment", "/help on pull", True),
+    ("issue_comment", "/cancel on issue", True),
+    ("issue_comment", "a link on pull", False),  # never joins, nor replaces, a waiting run
     ("pull_request_review", "review on a bot pull request", True),
     ("pull_request_review", "review on a fork's opbot/ branch", False),
     ("workflow_run", "failed CI the bot's push started", True),
@@ -647,6 +660,8 @@ def test_the_failed_conclusions_match_opbots() -> None:
 @pytest.mark.parametrize(("event", "name", "group"), [
     ("issues", "op request", "opbot-{issue}"),
     ("issue_comment", "/regen on pull", "opbot-{issue}"),
+    ("issue_comment", "/help on pull", "opbot-{issue}-control"),
+    ("issue_comment", "/cancel on issue", "opbot-{issue}-control"),
     ("pull_request_review", "review on a bot pull request", "opbot-{pull}"),
     ("workflow_run", "failed CI the bot's push started", "opbot-12"),
     ("schedule", "nightly", "opbot-scan"),
@@ -661,7 +676,7 @@ def test_one_run_per_issue_or_pull_request(event: str, name: str, group: str) ->
     expected = group.format(issue=issue, pull=pull)
     assert "{" not in expected
     assert "None" not in expected
-    found = interpolate(_load(EXAMPLE)["concurrency"]["group"],
+    found = interpolate(_load(EXAMPLE)["jobs"]["opbot"]["concurrency"]["group"],
                         _github_context(event, payload))
     assert found == expected
 
@@ -772,3 +787,12 @@ def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
     plan = json.loads(outputs["steps.event.outputs.result"])
     assert (plan["action"], plan["op"], plan["number"]) == (
         "generate", "gelu", payload["issue"]["number"])
+
+
+def test_the_example_filter_names_every_command() -> None:
+    from bot.commands import COMMANDS
+
+    condition = _load(EXAMPLE)["jobs"]["opbot"]["if"]
+    named = set(re.findall(r"contains\(github\.event\.comment\.body, '/([a-z-]+)'\)",
+                           condition))
+    assert named == set(COMMANDS)

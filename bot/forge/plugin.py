@@ -96,7 +96,8 @@ class ForgePlugin(Protocol):
         """The payload of a dispatched plan (event `dispatch_event`) as the bot itself
         handed it over, before a CI job carries it out. GitHub: `payload` itself (the runner
         writes the event file, and the planner checks that the bot sent it). GitLab: read
-        back from the API, since whoever may start a pipeline may set any variable — the
-        plan file's and the predefined ones (GITLAB_USER_LOGIN) alike. Raises a ForgeError
-        or BadInputError when the payload cannot be shown to be the bot's."""
+        back from the API for the job the CI job token names, since whoever may start a
+        pipeline may set any variable — the plan file's and the predefined ones
+        (CI_PIPELINE_ID, GITLAB_USER_LOGIN) alike. Raises a ForgeError or BadInputError
+        when the payload cannot be shown to be the bot's."""
         ...

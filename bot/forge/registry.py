@@ -46,10 +46,10 @@ def connect(name: str, *, url: str | None, token: str, repo: str) -> Forge:
 def connect_from_environment(name: str, repo: str, environ: Mapping[str, str]) -> Forge:
     """A Forge for `repo` with the token and URL the forge's variables hold."""
     found = plugin(name)
-    token = _first_set(environ, found.token_variables)
+    token = first_set(environ, found.token_variables)
     if not token:
         raise BadInputError(f"no {name} token: set {found.token_variables[0]}")
-    return found.connect(_first_set(environ, found.url_variables), token, repo)
+    return found.connect(first_set(environ, found.url_variables), token, repo)
 
 
 def detect(environ: Mapping[str, str]) -> ForgePlugin:
@@ -63,5 +63,5 @@ def detect(environ: Mapping[str, str]) -> ForgePlugin:
     return found[0] if found else PLUGINS[FALLBACK]
 
 
-def _first_set(environ: Mapping[str, str], variables: Iterable[str]) -> str | None:
+def first_set(environ: Mapping[str, str], variables: Iterable[str]) -> str | None:
     return next((value for name in variables if (value := environ.get(name))), None)

@@ -91,6 +91,16 @@ class FakeForge:
     def add_token(self, token: str, login: str) -> None:
         self.state.tokens[token] = login
 
+    def start_job(self, repo: str, pipeline_id: int, *, by: str | None = None) -> str:
+        """GitLab: a runner starts the job of an API-created pipeline (`by`: a person who
+        retried it; default, whoever created the pipeline); its CI job token."""
+        found = self.state.repos[repo]
+        run = next(r for r in found.api_pipelines if r.id == pipeline_id)
+        token = f"glcbt-{secrets.token_hex(10)}"
+        with self.state.lock:
+            self.state.job_tokens[token] = (repo, pipeline_id, by or run.user or found.owner)
+        return token
+
     def add_app_token(self, token: str, slug: str) -> User:
         """An installation token of the GitHub App `slug`: it acts as the App's bot user,
         `<slug>[bot]` (type "Bot"), with write access to every repository (the App is

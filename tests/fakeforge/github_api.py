@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from werkzeug.datastructures import Headers
 
-from .acts import Act, announce_reply
+from .acts import Act, announce_check, announce_reply, announce_status
 from .github_render import GitHubRender
 from .model import (
     CheckRun,
@@ -564,6 +564,7 @@ def create_check_run(api: GitHubApi, call: Call, login: str, owner: str, repo: s
     _apply_check(check, data)
     found.check_runs.append(check)
     _check_effect(api, found, "check-run", check)
+    announce_check(api.state, found.full_name, login, check, created=True, completing=True)
     return Reply.json(201, api.render(call).check_run(found, check))
 
 
@@ -579,8 +580,11 @@ def update_check_run(api: GitHubApi, call: Call, login: str, owner: str, repo: s
         raise ApiError(404, "Not Found")
     if check.app != user.app:  # only the App that created a check run may change it
         raise ApiError(403, INTEGRATION_REFUSED)
-    _apply_check(check, call.json())
+    data = call.json()
+    _apply_check(check, data)
     _check_effect(api, found, "check-run-update", check)
+    announce_check(api.state, found.full_name, login, check, created=False,
+                   completing=bool(data.get("conclusion")) or data.get("status") == "completed")
     return Reply.json(200, api.render(call).check_run(found, check))
 
 
@@ -603,4 +607,5 @@ def create_status(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
                           data["state"], description, data.get("target_url"), login)
     found.statuses.append(status)
     api.effect(found, "", "status", f"{status.name}:{sha}:{status.state}:{description}")
+    announce_status(api.state, found.full_name, login, status)
     return Reply.json(201, api.render(call).status(found, status))

@@ -18,6 +18,9 @@ Which deliveries an act makes (README.md, "Webhooks", cites the docs for each):
   thread-resolved pull_request_review_thread.resolved
   ci-failed       check_run.completed per job, check_suite.completed, workflow_job.completed
                   per job, workflow_run.completed
+  progress        a check run: check_run.created / .completed (both when made completed),
+                  check_suite.completed once all of that App's check runs on the commit
+                  are; a commit status: status (no real delivery vendored: a minimal one)
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import json
 import re
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,15 +41,18 @@ from .acts import Act
 from .github_render import node_id, ts
 from .model import (
     App,
+    CheckRun,
     CiJob,
     CiRun,
     Comment,
+    CommitStatus,
     Issue,
     Repo,
     Review,
     ReviewComment,
     ReviewThread,
     State,
+    now,
 )
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "webhooks" / "github"
@@ -63,6 +71,7 @@ TEMPLATES: dict[tuple[str, str | None], str] = {
     ("pull_request_review_comment", "created"): "pull_request_review_comment/created.2.json",
     ("pull_request_review_thread", "resolved"): "pull_request_review_thread/resolved.1.json",
     ("push", None): "push/event.1.json",
+    ("check_run", "created"): "check_run/created.2.json",
     ("check_run", "completed"): "check_run/completed.1.json",
     ("check_suite", "completed"): "check_suite/completed.1.json",
     ("workflow_job", "completed"): "workflow_job/completed.1.json",
@@ -70,6 +79,14 @@ TEMPLATES: dict[tuple[str, str | None], str] = {
 }
 ACTIONS_APP = App("github-actions", 15368, "GitHub Actions", "github")
 _URL = re.compile(r"^https?://([^/]+)")
+# A check suite's conclusion is its check runs' of the highest priority ("Using the REST
+# API to interact with checks": timed_out, success, neutral -> timed_out).
+CONCLUSION_PRIORITY = ("action_required", "cancelled", "timed_out", "failure", "stale",
+                       "neutral", "skipped", "success")
+# A commit status in GitHub's words (pending, success, failure, error): GitLab's statuses
+# share the model.
+GITHUB_STATE = {"created": "pending", "running": "pending", "failed": "failure",
+                "canceled": "error"}
 
 Rendered = tuple[str, dict[str, Any]]  # (X-GitHub-Event, payload)
 
@@ -127,7 +144,7 @@ class GitHubHooks:
             "review": self._review, "review-reply": self._review_reply,
             "pull-opened": self._pull_opened, "pull-edited": self._pull_edited,
             "push": self._push, "ci-failed": self._ci_failed,
-            "thread-resolved": self._thread_resolved,
+            "thread-resolved": self._thread_resolved, "progress": self._progress,
         }
         found = render[act.kind](act, repo)
         return [(event, self._finish(payload, repo, act.actor)) for event, payload in found]
@@ -276,16 +293,23 @@ class GitHubHooks:
 
     def _ci_failed(self, act: Act, repo: Repo) -> list[Rendered]:
         run = _need(act.run)
-        pulls, fork = _ci_pulls(self.state, repo, run)
+        pulls, fork = _ci_pulls(self.state, repo, run.sha)
         suite_id = run.id + 500_000
+        suite = Suite(suite_id, run.sha, None if fork else run.branch, "completed",
+                      run.conclusion, ACTIONS_APP, run.created_at, pulls, len(run.jobs))
         found: list[Rendered] = []
         for job in run.jobs:
             check = template("check_run", "completed")
-            self._fill_check_run(check["check_run"], repo, run, job, pulls, fork, suite_id)
+            self._fill_check_run(
+                check["check_run"], repo, suite, ident=job.id, name=job.name,
+                status="completed", conclusion=job.conclusion,
+                details_url=self.web(f"/{repo.full_name}/actions/runs/{run.id}/job/{job.id}"),
+                title=f"{job.name} {job.conclusion}", summary="", started_at=run.created_at,
+                completed_at=run.created_at)
             found.append(("check_run", check))
-        suite = template("check_suite", "completed")
-        self._fill_check_suite(suite["check_suite"], repo, run, pulls, fork, suite_id)
-        found.append(("check_suite", suite))
+        completed = template("check_suite", "completed")
+        self._fill_check_suite(completed["check_suite"], repo, suite)
+        found.append(("check_suite", completed))
         for job in run.jobs:
             workflow_job = template("workflow_job", "completed")
             self._fill_workflow_job(workflow_job["workflow_job"], repo, run, job)
@@ -294,6 +318,100 @@ class GitHubHooks:
         self._fill_workflow_run(workflow_run, repo, run, pulls, fork, suite_id, act.actor)
         found.append(("workflow_run", workflow_run))
         return found
+
+    def _progress(self, act: Act, repo: Repo) -> list[Rendered]:
+        if act.status is not None:
+            return [("status", self._status(repo, act.status))]
+        check = _need(act.check)
+        suite = self._app_suite(repo, check)
+        found: list[Rendered] = []
+        for action in act.check_actions:
+            payload = template("check_run", action)
+            moment = now()
+            self._fill_check_run(
+                payload["check_run"], repo, suite, ident=check.id, name=check.name,
+                status=check.status, conclusion=check.conclusion,
+                details_url=check.details_url or self.web(f"/{check.app}/runs/{check.id}"),
+                title=check.title, summary=check.summary, started_at=moment,
+                completed_at=moment if check.status == "completed" else None)
+            found.append(("check_run", payload))
+        if "completed" in act.check_actions and suite.status == "completed":
+            completed = template("check_suite", "completed")
+            self._fill_check_suite(completed["check_suite"], repo, suite)
+            found.append(("check_suite", completed))
+        return found
+
+    def _app_suite(self, repo: Repo, check: CheckRun) -> Suite:
+        """The check suite of `check`: every check run of its App on its commit."""
+        app = self.state.apps.get(check.app) or App(
+            check.app, zlib.crc32(check.app.encode()) % 10_000_000, check.app, repo.owner)
+        runs = [c for c in repo.check_runs if c.app == check.app and c.sha == check.sha]
+        pulls, fork = _ci_pulls(self.state, repo, check.sha)
+        done = all(c.status == "completed" for c in runs)
+        status = "completed" if done else \
+            "queued" if all(c.status == "queued" for c in runs) else "in_progress"
+        conclusion = next((c for c in CONCLUSION_PRIORITY
+                           if any(r.conclusion == c for r in runs)), None) if done else None
+        ident = 20_000_000 + zlib.crc32(f"{repo.full_name}:{app.slug}:{check.sha}".encode()) \
+            % 10_000_000
+        branch = None if fork else \
+            next((p.pull.head for p in pulls if p.pull is not None), None) or \
+            next((b for b, head in sorted(repo.git.branches().items()) if head == check.sha),
+                 None)
+        return Suite(ident, check.sha, branch, status, conclusion, app, now(), pulls,
+                     len(runs))
+
+    def _status(self, repo: Repo, status: CommitStatus) -> dict[str, Any]:
+        """A `status` delivery. tests/data/webhooks/github has no real one: the fields are
+        those GitHub's webhook schema requires (`webhook-status`), `repository` and
+        `sender` shaped like another delivery's, `commit` like the REST API's commit."""
+        shape = template("check_suite", "completed")
+        branches = []
+        for name, head in sorted(repo.git.branches().items()):
+            if head == status.sha or repo.git.merge_base(status.sha, head) == status.sha:
+                branches.append({"name": name, "protected": name == repo.default_branch,
+                                 "commit": {"sha": head, "url": self.api(
+                                     f"/repos/{repo.full_name}/commits/{head}")}})
+        return {
+            "id": status.id, "sha": status.sha, "name": repo.full_name,
+            "target_url": status.target_url, "avatar_url": None, "context": status.name,
+            "description": status.description or None,
+            "state": GITHUB_STATE.get(status.state, status.state),
+            "commit": self._rest_commit(repo, status.sha), "branches": branches[:10],
+            "created_at": ts(status.created_at), "updated_at": ts(status.updated_at),
+            "repository": shape["repository"], "sender": shape["sender"],
+        }
+
+    def _rest_commit(self, repo: Repo, sha: str) -> dict[str, Any]:
+        """A commit as the REST API shows it (GET /repos/{o}/{r}/commits/{sha})."""
+        commit = repo.git.commit_info(sha)
+        api = f"/repos/{repo.full_name}"
+        value: dict[str, Any] = {
+            "sha": sha, "node_id": node_id("Commit", zlib.crc32(sha.encode())),
+            "url": self.api(f"{api}/commits/{sha}"),
+            "html_url": self.web(f"/{repo.full_name}/commit/{sha}"),
+            "comments_url": self.api(f"{api}/commits/{sha}/comments"),
+            "commit": {
+                "author": {"name": commit.author_name, "email": commit.author_email,
+                           "date": commit.authored_at},
+                "committer": {"name": commit.committer_name,
+                              "email": commit.committer_email,
+                              "date": commit.committed_at},
+                "message": commit.message, "comment_count": 0,
+                "url": self.api(f"{api}/git/commits/{sha}"),
+                "tree": {"sha": repo.git.resolve(f"{sha}^{{tree}}") or "",
+                         "url": self.api(f"{api}/git/trees/{sha}")},
+                "verification": {"verified": False, "reason": "unsigned", "signature": None,
+                                 "payload": None, "verified_at": None}},
+            "parents": [{"sha": parent, "url": self.api(f"{api}/commits/{parent}"),
+                         "html_url": self.web(f"/{repo.full_name}/commit/{parent}")}
+                        for parent in commit.parents]}
+        for role, email in (("author", commit.author_email),
+                            ("committer", commit.committer_email)):
+            user = self.state.user_by_email(email)
+            shape = template("check_suite", "completed")["sender"]
+            value[role] = self._fill_user(shape, user.login) if user else None
+        return value
 
     # -- objects -------------------------------------------------------------------------
     def _fill_user(self, target: dict[str, Any], login: str) -> dict[str, Any]:
@@ -526,41 +644,40 @@ class GitHubHooks:
                 "base": side(pull.pull.base, repo.git.resolve(pull.pull.base) or "")})
         return found
 
-    def _fill_suite(self, target: dict[str, Any], repo: Repo, run: CiRun,
-                    pulls: list[Issue], fork: Repo | None, suite_id: int) -> None:
-        parent = repo.git.commit_info(run.sha).parents
+    def _fill_suite(self, target: dict[str, Any], repo: Repo, suite: Suite) -> None:
+        parent = repo.git.commit_info(suite.sha).parents
         target.update(
-            id=suite_id, node_id=node_id("CheckSuite", suite_id),
-            head_branch=None if fork else run.branch, head_sha=run.sha, status="completed",
-            conclusion=run.conclusion, before=parent[0] if parent else "0" * 40,
-            after=run.sha, url=self.api(f"/repos/{repo.full_name}/check-suites/{suite_id}"),
-            pull_requests=self._pull_refs(repo, pulls), app=self._app(ACTIONS_APP),
-            created_at=ts(run.created_at), updated_at=ts(run.created_at))
+            id=suite.id, node_id=node_id("CheckSuite", suite.id), head_branch=suite.branch,
+            head_sha=suite.sha, status=suite.status, conclusion=suite.conclusion,
+            before=parent[0] if parent else "0" * 40, after=suite.sha,
+            url=self.api(f"/repos/{repo.full_name}/check-suites/{suite.id}"),
+            pull_requests=self._pull_refs(repo, suite.pulls), app=self._app(suite.app),
+            created_at=ts(suite.created_at), updated_at=ts(suite.created_at))
 
-    def _fill_check_run(self, target: dict[str, Any], repo: Repo, run: CiRun, job: CiJob,
-                        pulls: list[Issue], fork: Repo | None, suite_id: int) -> None:
-        api = f"/repos/{repo.full_name}/check-runs/{job.id}"
+    def _fill_check_run(self, target: dict[str, Any], repo: Repo, suite: Suite, *,
+                        ident: int, name: str, status: str, conclusion: str | None,
+                        details_url: str, title: str, summary: str, started_at: datetime,
+                        completed_at: datetime | None) -> None:
+        api = f"/repos/{repo.full_name}/check-runs/{ident}"
         target.update(
-            id=job.id, node_id=node_id("CheckRun", job.id), head_sha=run.sha,
-            external_id=str(job.id), url=self.api(api),
-            html_url=self.web(f"/{repo.full_name}/runs/{job.id}"),
-            details_url=self.web(f"/{repo.full_name}/actions/runs/{run.id}/job/{job.id}"),
-            status="completed", conclusion=job.conclusion, name=job.name,
-            started_at=ts(run.created_at), completed_at=ts(run.created_at),
-            app=self._app(ACTIONS_APP), pull_requests=self._pull_refs(repo, pulls))
-        target["output"].update(title=f"{job.name} {job.conclusion}", summary="", text=None,
+            id=ident, node_id=node_id("CheckRun", ident), head_sha=suite.sha,
+            external_id=str(ident), url=self.api(api),
+            html_url=self.web(f"/{repo.full_name}/runs/{ident}"), details_url=details_url,
+            status=status, conclusion=conclusion, name=name, started_at=ts(started_at),
+            completed_at=ts(completed_at) if completed_at else None,
+            app=self._app(suite.app), pull_requests=self._pull_refs(repo, suite.pulls))
+        target["output"].update(title=title, summary=summary, text=None,
                                 annotations_count=0, annotations_url=self.api(
                                     f"{api}/annotations"))
-        self._fill_suite(target["check_suite"], repo, run, pulls, fork, suite_id)
+        self._fill_suite(target["check_suite"], repo, suite)
 
-    def _fill_check_suite(self, target: dict[str, Any], repo: Repo, run: CiRun,
-                          pulls: list[Issue], fork: Repo | None, suite_id: int) -> None:
-        self._fill_suite(target, repo, run, pulls, fork, suite_id)
-        target.update(latest_check_runs_count=len(run.jobs), check_runs_url=self.api(
-            f"/repos/{repo.full_name}/check-suites/{suite_id}/check-runs"))
-        commit = repo.git.commit_info(run.sha)
+    def _fill_check_suite(self, target: dict[str, Any], repo: Repo, suite: Suite) -> None:
+        self._fill_suite(target, repo, suite)
+        target.update(latest_check_runs_count=suite.runs, check_runs_url=self.api(
+            f"/repos/{repo.full_name}/check-suites/{suite.id}/check-runs"))
+        commit = repo.git.commit_info(suite.sha)
         target["head_commit"].update(
-            id=commit.sha, tree_id=repo.git.resolve(f"{run.sha}^{{tree}}") or "",
+            id=commit.sha, tree_id=repo.git.resolve(f"{suite.sha}^{{tree}}") or "",
             message=commit.message, timestamp=commit.committed_at,
             author={"name": commit.author_name, "email": commit.author_email},
             committer={"name": commit.committer_name, "email": commit.committer_email})
@@ -624,6 +741,21 @@ class GitHubHooks:
             badge_url=self.web(f"/{repo.full_name}/workflows/{quote(run.name)}/badge.svg"))
 
 
+@dataclass(frozen=True)
+class Suite:
+    """A check suite: the check runs of one App on one commit."""
+
+    id: int
+    sha: str
+    branch: str | None  # None for a fork's commits (the Checks API looks in the repo only)
+    status: str
+    conclusion: str | None
+    app: App
+    created_at: datetime
+    pulls: list[Issue]
+    runs: int  # latest_check_runs_count
+
+
 def _need(value: Any) -> Any:
     assert value is not None, "an act lacks what its kind needs"
     return value
@@ -642,14 +774,14 @@ def _pulls_of_branch(state: State, repo: Repo, branch: str) -> list[tuple[Repo, 
     return found
 
 
-def _ci_pulls(state: State, repo: Repo, run: CiRun) -> tuple[list[Issue], Repo | None]:
-    """The same-repository open PRs whose head is the run's commit (what `pull_requests`
-    lists), and the fork whose PR it ran for (GitHub then lists no PR at all)."""
+def _ci_pulls(state: State, repo: Repo, sha: str) -> tuple[list[Issue], Repo | None]:
+    """The same-repository open PRs whose head is `sha` (what `pull_requests` lists), and
+    the fork whose PR it ran for (GitHub then lists no PR at all)."""
     same, fork = [], None
     for pull in repo.pulls():
         data = pull.pull
         assert data is not None
-        if pull.state != "open" or repo.head_sha(pull) != run.sha:
+        if pull.state != "open" or repo.head_sha(pull) != sha:
             continue
         if data.head_repo is None:
             same.append(pull)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .acts import Act, announce_reply
+from .acts import Act, announce_reply, announce_status
 from .gitlab_render import REACTION, GitLabRender
 from .model import (
     CiJob,
@@ -63,6 +63,9 @@ class GitLabApi:
         return reply if lost is None else Reply.json(lost, {"message": f"{lost} Bad Gateway"})
 
     def _login(self, call: Call) -> str | None:
+        job = self.state.job_tokens.get(call.headers.get("job-token") or "")
+        if job is not None:
+            return job[2]
         token = call.headers.get("private-token")
         if token is None:
             scheme, _, token = call.headers.get("authorization", "").partition(" ")
@@ -469,6 +472,22 @@ def get_pipeline(api: GitLabApi, call: Call, login: str, id: str, pipeline_id: s
         repo, run, source="api" if run in repo.api_pipelines else "push", detail=True))
 
 
+@router.route("GET", "/job")
+def current_job(api: GitLabApi, call: Call, login: str) -> Reply:
+    """The job a CI job token belongs to (only a job token may ask)."""
+    found = api.state.job_tokens.get(call.headers.get("job-token") or "")
+    if found is None:
+        raise ApiError(401, "401 Unauthorized")
+    repo_name, pipeline_id, user = found
+    repo = api.state.repos[repo_name]
+    run = _pipeline(repo, str(pipeline_id))
+    return Reply.json(200, {"id": pipeline_id * 10 + 1, "status": "running", "stage": "opbot",
+                            "name": "opbot-job", "ref": run.branch, "tag": False,
+                            "user": api.render(call).user(user),
+                            "pipeline": {**api.render(call).pipeline(repo, run, source="api"),
+                                         "project_id": repo.id}})
+
+
 @router.route("GET", "/projects/{id}/pipelines/{pipeline_id}/variables")
 def list_pipeline_variables(api: GitLabApi, call: Call, login: str, id: str,
                             pipeline_id: str) -> Reply:
@@ -613,4 +632,6 @@ def set_commit_status(api: GitLabApi, call: Call, login: str, id: str, sha: str)
     status.updated_at = now()
     api.state.record("gitlab", repo.full_name, "", "status",
                      f"{name}:{sha}:{status.state}:{status.description}")
+    announce_status(api.state, repo.full_name, login, status,
+                    ref=str(data["ref"]) if data.get("ref") else None)
     return Reply.json(201, api.render(call).status(status))

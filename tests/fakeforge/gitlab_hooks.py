@@ -14,6 +14,10 @@ Which hooks an act makes (README.md, "Webhooks", cites the docs for each):
   thread-resolved nothing (no webhook event for resolving a discussion)
   ci-failed       Pipeline Hook (status failed; merge_request when an MR is open) +
                   a Job Hook per job
+  progress        a commit status that changed the status of its commit's external
+                  pipeline (one made for it where the commit had no pipeline): Pipeline
+                  Hook, source external; a check run (GitHub's only), a status that joined
+                  a CI pipeline, or one that left it as it was: nothing
 """
 
 from __future__ import annotations
@@ -27,8 +31,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .acts import Act
-from .model import CiJob, CiRun, Comment, Issue, Repo, ReviewComment, ReviewThread, State
+from .acts import FINISHED, GITLAB_STATE, Act
+from .model import (
+    CiJob,
+    CiRun,
+    Comment,
+    CommitStatus,
+    Issue,
+    Repo,
+    ReviewComment,
+    ReviewThread,
+    State,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "webhooks" / "gitlab"
 GITLAB_VERSION = "17.5.0"
@@ -80,6 +94,7 @@ class GitLabHooks:
             "pull-opened": self._pull_opened, "pull-edited": self._pull_edited,
             "push": self._push, "ci-failed": self._ci_failed,
             "thread-resolved": lambda act, repo: [],  # GitLab has no hook for it
+            "progress": self._progress,
         }
         return render[act.kind](act, repo)
 
@@ -193,6 +208,55 @@ class GitLabHooks:
         found: list[Rendered] = [("Pipeline Hook", pipeline)]
         found += [("Job Hook", self._job_hook(repo, run, job, act.actor)) for job in run.jobs]
         return found
+
+    def _progress(self, act: Act, repo: Repo) -> list[Rendered]:
+        """A Pipeline Hook for a change of an external pipeline's status (acts.py,
+        announce_status); nothing else a progress report does has a hook."""
+        if act.pipeline is None:
+            return []
+        pipeline = act.pipeline
+        statuses = [s for s in repo.statuses if s.id in pipeline.status_ids]
+        payload = template("pipeline_hook.json")
+        attributes = payload["object_attributes"]
+        merge_request = next((p for p in repo.pulls() if p.state == "open"
+                              and repo.head_sha(p) == pipeline.sha), None)
+        commit = repo.git.commit_info(pipeline.sha)
+        finished = pipeline.status in FINISHED
+        attributes.update(
+            id=pipeline.id, iid=pipeline.iid, name=None, ref=pipeline.ref, tag=False,
+            sha=pipeline.sha, before_sha="0" * 40, source="external",
+            status=pipeline.status, detailed_status=pipeline.status, stages=["external"],
+            duration=int((pipeline.updated_at - pipeline.created_at).total_seconds())
+            if finished else None, queued_duration=None, variables=[],
+            url=self.web(repo, f"/-/pipelines/{pipeline.id}"))
+        _stamp(attributes, created_at=pipeline.created_at)
+        if finished:
+            _stamp(attributes, finished_at=pipeline.updated_at)
+        else:
+            attributes["finished_at"] = None
+        payload["merge_request"] = self._pipeline_mr(repo, merge_request) \
+            if merge_request else None
+        payload.update(user=self._user(pipeline.user), project=self._project(repo),
+                       commit=self._commit(repo, commit.sha, short=True),
+                       source_pipeline=None,
+                       builds=[self._external_build(s) for s in _latest(statuses)])
+        return [("Pipeline Hook", payload)]
+
+    def _external_build(self, status: CommitStatus) -> dict[str, Any]:
+        """A commit status as a job of its external pipeline (stage `external`)."""
+        value: dict[str, Any] = template("pipeline_hook.json")["builds"][1]
+        state = GITLAB_STATE.get(status.state, status.state)
+        value.update(id=status.id, stage="external", name=status.name, status=state,
+                     duration=None, queued_duration=None,
+                     failure_reason=None, when="on_success", manual=False,
+                     allow_failure=False, user=self._user(status.creator), runner=None,
+                     environment=None)
+        _stamp(value, created_at=status.created_at, started_at=status.created_at)
+        if state in FINISHED:
+            _stamp(value, finished_at=status.updated_at)
+        else:
+            value["finished_at"] = None
+        return value
 
     # -- objects -------------------------------------------------------------------------
     def _user(self, login: str) -> dict[str, Any]:
@@ -386,6 +450,14 @@ class GitLabHooks:
             author_url=None, status="failed", duration=60)
         _stamp(payload["commit"], started_at=run.created_at, finished_at=run.created_at)
         return payload
+
+
+def _latest(statuses: list[CommitStatus]) -> list[CommitStatus]:
+    """The newest status of each name (a retried job hides the one before)."""
+    found: dict[str, CommitStatus] = {}
+    for status in statuses:
+        found[status.name] = status
+    return list(found.values())
 
 
 def _need(value: Any) -> Any:

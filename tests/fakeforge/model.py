@@ -209,6 +209,23 @@ class CommitStatus:
 
 
 @dataclass
+class ExternalPipeline:
+    """GitLab's pipeline for commit statuses posted on a commit that has no pipeline
+    (source `external`): its status follows theirs (`external_status`). Delivered as
+    Pipeline Hooks; the pipelines API does not serve it."""
+
+    id: int
+    iid: int
+    sha: str
+    ref: str
+    user: str  # who posted the status that made it
+    status: str = "created"  # GitLab's pipeline status
+    status_ids: list[int] = field(default_factory=list)  # its jobs: CommitStatus ids
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+
+
+@dataclass
 class Repo:
     full_name: str
     id: int
@@ -223,6 +240,8 @@ class Repo:
     created_at: datetime = field(default_factory=now)
     statuses: list[CommitStatus] = field(default_factory=list)
     fork_of: str | None = None  # the full name of the repository this one forks
+    # GitLab: pipelines made for commit statuses on commits without one (ExternalPipeline).
+    external_pipelines: list[ExternalPipeline] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -305,6 +324,8 @@ class State:
         self.users: dict[str, User] = {}
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, str] = {}  # token -> login
+        # GitLab CI job tokens of running jobs -> (project, pipeline id, who started the job)
+        self.job_tokens: dict[str, tuple[str, int, str]] = {}
         self.apps: dict[str, App] = {}  # slug -> GitHub App
         self.app_tokens: dict[str, str] = {}  # installation token -> the App's slug
         # Called with each act a client's request did (tests/fakeforge/acts.py), under the

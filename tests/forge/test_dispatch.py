@@ -392,12 +392,15 @@ def test_the_gitlab_template_runs_dispatched_pipelines() -> None:
 
 # -- GitLab: the job carries out the plan the bot handed over, not the one it is shown -----
 
-def _gitlab_env(fake: FakeForge, pipeline: int | None) -> dict[str, str]:
+DEV_TOKEN = "glpat-dev-0000000000000000"
+
+
+def _gitlab_env(fake: FakeForge, job_token: str | None, **overrides: str) -> dict[str, str]:
+    # Whoever starts a pipeline may set any of these but the job token: they prove nothing.
     env = {"OPBOT_GITLAB_TOKEN": fake.token, "OPBOT_GITLAB_URL": fake.gitlab_url,
-           # whoever starts a pipeline may set this (and every predefined variable)
-           "GITLAB_USER_LOGIN": fake.bot, "CI_PROJECT_PATH": REPO}
-    if pipeline is not None:
-        env["CI_PIPELINE_ID"] = str(pipeline)
+           "GITLAB_USER_LOGIN": fake.bot, "CI_PROJECT_PATH": REPO, **overrides}
+    if job_token is not None:
+        env["CI_JOB_TOKEN"] = job_token
     return env
 
 
@@ -414,37 +417,70 @@ def _forged(plan: dict[str, Any]) -> dict[str, Any]:
             "plan": {**plan, "actor": "the-maintainer", "number": 99}}
 
 
+def _regen_plan(world: World, **fields: Any) -> dict[str, Any]:
+    found: dict[str, Any] = Plan(action="regen", reason="/regen", forge="gitlab",
+                                 event="Note Hook", repo=REPO, number=world.issue.number,
+                                 actor="alice", target="issue").to_json()
+    return {**found, **fields}
+
+
+def _developer(fake: FakeForge) -> None:
+    fake.add_user("dev", repo=REPO, access_level=30)
+    fake.add_token(DEV_TOKEN, "dev")
+
+
 def test_gitlab_reads_the_dispatched_plan_back_from_the_bots_pipeline(
         fake: FakeForge, world: World) -> None:
-    genuine = Plan(action="regen", reason="/regen", forge="gitlab", event="Note Hook",
-                   repo=REPO, number=world.issue.number, actor="alice",
-                   target="issue").to_json()
+    genuine = _regen_plan(world)
     pipeline = _pipeline_by(fake, fake.token, genuine)  # as dispatch_plan does, as the bot
-    trusted = registry.plugin("gitlab").trusted_dispatch(_forged(genuine),
-                                                         _gitlab_env(fake, pipeline))
+    job = fake.start_job(REPO, pipeline)
+    trusted = registry.plugin("gitlab").trusted_dispatch(
+        _forged(genuine), _gitlab_env(fake, job, CI_PIPELINE_ID="1"))
     assert trusted["plan"] == genuine  # the file's edits are not what runs
 
 
-def test_gitlab_refuses_a_plan_in_a_pipeline_a_person_started(
-        fake: FakeForge, world: World, tmp_path: Path) -> None:
-    fake.add_user("dev", repo=REPO, access_level=30)
-    fake.add_token("glpat-dev-0000000000000000", "dev")
-    plan = Plan(action="generate", reason="an issue labelled op-request", forge="gitlab",
-                event="Issue Hook", repo=REPO, number=world.issue.number,
-                actor="the-maintainer", target="issue").to_json()
-    pipeline = _pipeline_by(fake, "glpat-dev-0000000000000000", plan)
-    with pytest.raises(ForgeError, match="started by dev, not by the bot"):
-        registry.plugin("gitlab").trusted_dispatch(_forged(plan), _gitlab_env(fake, pipeline))
-    with pytest.raises(BadInputError, match="CI_PIPELINE_ID"):
-        registry.plugin("gitlab").trusted_dispatch(_forged(plan), _gitlab_env(fake, None))
+REFUSALS: list[tuple[str, Callable[[FakeForge, World], dict[str, str]], str]] = [
+    ("a pipeline a developer started, naming the bot as its user",
+     lambda fake, world: _gitlab_env(fake, fake.start_job(
+         REPO, _pipeline_by(fake, DEV_TOKEN, _regen_plan(world))))
+     , "started by dev, not by the bot"),
+    ("a developer's retry of the bot's old job",
+     lambda fake, world: _gitlab_env(fake, fake.start_job(
+         REPO, _pipeline_by(fake, fake.token, _regen_plan(world, command={
+             "backend": None, "hint": None, "force": True, "problem": None})), by="dev")),
+     "started by dev, not by the bot"),
+    ("a bot pipeline whose plan names another project",
+     lambda fake, world: _gitlab_env(fake, fake.start_job(
+         REPO, _pipeline_by(fake, fake.token, _regen_plan(world, repo="octo/other"))))
+     , "is for 'octo/other'"),
+    ("a job token that is no running job's",
+     lambda fake, world: _gitlab_env(fake, "glcbt-0123456789abcdef0123"),
+     "not a running job"),
+]
+
+
+@pytest.mark.parametrize(("env_of", "reason"),
+                         [pytest.param(*case[1:], id=case[0]) for case in REFUSALS])
+def test_gitlab_refuses_a_plan_the_bot_did_not_hand_to_this_job(
+        fake: FakeForge, world: World, tmp_path: Path,
+        env_of: Callable[[FakeForge, World], dict[str, str]], reason: str) -> None:
+    _developer(fake)
+    env = env_of(fake, world)
+    with pytest.raises(ForgeError, match=reason):
+        registry.plugin("gitlab").trusted_dispatch(_forged(_regen_plan(world)), env)
 
     before = len(fake.effect_log())
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(_forged(plan)), encoding="utf-8")
+    path.write_text(json.dumps(_forged(_regen_plan(world))), encoding="utf-8")
     run = run_opbot("event", "--forge", "gitlab", "--event", "opbot", "--payload", str(path),
-                    "--json", env=_gitlab_env(fake, pipeline), timeout=120)
+                    "--json", env=env, timeout=120)
     assert run.code != 0
     assert "not carried out" in run.stderr
-    assert "started by dev" in run.stderr
     assert "Traceback" not in run.stderr
     assert len(fake.effect_log()) == before  # nothing said, nothing pushed
+
+
+def test_gitlab_dispatch_outside_a_ci_job_is_refused(fake: FakeForge, world: World) -> None:
+    with pytest.raises(BadInputError, match="CI_JOB_TOKEN"):
+        registry.plugin("gitlab").trusted_dispatch(_forged(_regen_plan(world)),
+                                                   _gitlab_env(fake, None))

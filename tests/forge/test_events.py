@@ -298,9 +298,25 @@ GITLAB_CASES: list[tuple[str, str, str, Mutation | None, dict[str, Any]]] = [
     ("a passed pipeline on a bot branch", "Pipeline Hook", "pipeline_hook.json",
      changes(object_attributes__ref="opbot/gelu", object_attributes__status="success"),
      {"action": "ignore"}),
-    ("a scheduled pipeline", "Pipeline Hook", "pipeline_hook.json",
-     changes(object_attributes__source="schedule", object_attributes__status="running"),
+    ("the scan's scheduled pipeline", "Pipeline Hook", "pipeline_hook.json",
+     changes(object_attributes__source="schedule", object_attributes__status="running",
+             object_attributes__variables=[{"key": "OPBOT_SCAN", "value": "server"}]),
      {"action": "scan"}),
+    ("another scheduled pipeline (an hourly lint)", "Pipeline Hook", "pipeline_hook.json",
+     changes(object_attributes__source="schedule", object_attributes__status="running"),
+     {"action": "ignore"}),
+    ("the template's scan schedule: its CI job scans", "Pipeline Hook", "pipeline_hook.json",
+     changes(object_attributes__source="schedule", object_attributes__status="running",
+             object_attributes__variables=[{"key": "OPBOT_SCAN", "value": "true"}]),
+     {"action": "ignore"}),
+    ("the bot's own failed status, an external pipeline", "Pipeline Hook",
+     "pipeline_hook.json",
+     changes(object_attributes__ref="opbot/gelu", object_attributes__source="external",
+             user__username="opbot"),
+     {"action": "ignore"}),
+    ("another CI's failed external pipeline", "Pipeline Hook", "pipeline_hook.json",
+     changes(object_attributes__ref="opbot/gelu", object_attributes__source="external"),
+     {"action": "iterate-ci"}),
     ("a failed pipeline on master", "Pipeline Hook", "pipeline_hook.json", None,
      {"action": "ignore"}),
     ("a failed pipeline of a fork's MR", "Pipeline Hook", "pipeline_hook.json",
@@ -397,3 +413,13 @@ def test_the_trigger_label_comes_from_the_policy() -> None:
     assert plan_event("github", "issues", payload).action == "ignore"
     plan = plan_event("github", "issues", payload, trigger_label="kernel-request")
     assert plan.action == "generate"
+
+
+def test_a_workflow_run_without_a_head_repository_is_a_forks() -> None:
+    """GitHub's description never makes workflow_run.head_repository null, but a deleted
+    fork's pull request has head.repo null: were a run to say the same, it is a fork's."""
+    payload = _load("github/workflow_run/completed.1.json")
+    payload["workflow_run"].update(head_branch="opbot/gelu", conclusion="failure")
+    assert plan_event("github", "workflow_run", payload).action == "iterate-ci"
+    payload["workflow_run"]["head_repository"] = None
+    assert plan_event("github", "workflow_run", payload).action == "ignore"

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import requests
 
+from bot.forge.github.client import GitHubForge
+from bot.forge.gitlab.client import GitLabForge
 from tests.fakeforge import FakeForge, FakeServer, git
 from tests.fakeforge.hook_spec import load_hook_spec
 from tests.fakeforge.hooks import Delivery, Front, UnboundedStream
@@ -137,6 +139,15 @@ def _comment_as_client(fake: FakeForge, front: Front, number: int, body: str,
     noteable = project.mergerequests.get(number) if \
         fake.state.repos[REPO].issues[number].pull else project.issues.get(number)
     return int(noteable.notes.create({"body": body}).id)
+
+
+def _report(fake: FakeForge, front: Front, sha: str, *states: str) -> None:
+    """The bot's own client reports its progress on `sha` (a check run for an App, else a
+    commit status), one state after another."""
+    forge = GitHubForge(github_client(fake), REPO) if front == "github" else \
+        GitLabForge(gitlab_client(fake), REPO)
+    for state in states:
+        forge.report_progress(sha, state, f"opbot: {state}")  # type: ignore[arg-type]
 
 
 def _sender(payload: dict[str, Any]) -> tuple[str, str | None]:
@@ -514,6 +525,112 @@ def test_a_human_push_and_a_human_comment(front: Front, world: FakeForge,
     assert world.pushes(REPO) == []  # a person's push is not the client's
 
 
+# -- the bot's progress reports come back -------------------------------------------------
+def test_an_apps_check_run_delivers_check_runs_and_its_suite(
+        server: FakeServer, tmp_path: Path, receiver: Receiver) -> None:
+    fake = FakeForge(server, tmp_path / "app", app="opbot")
+    fake.add_repo(REPO, files={"README.md": "# kernels\n", "ops/relu/relu.py": "x = 1\n"})
+    number = _bot_pull(fake, "github")
+    head = fake.state.repos[REPO].git.resolve("opbot/relu") or ""
+    fake.subscribe("github", receiver.url, SECRET)
+    _report(fake, "github", head, "pending", "running", "failure")
+    made = _settle(fake)
+    # queued -> in_progress has no action of its own; completing ends the App's suite.
+    assert _kinds(made) == ["check_run.created", "check_run.completed",
+                            "check_suite.completed"]
+    created, completed, suite = (d.payload for d in made)
+    assert created["check_run"]["status"] == "queued"
+    assert created["check_run"]["conclusion"] is None
+    assert (completed["check_run"]["status"], completed["check_run"]["conclusion"]) == \
+        ("completed", "failure")
+    app = fake.state.apps["opbot"]
+    for payload in (created["check_run"], completed["check_run"], suite["check_suite"]):
+        assert payload["app"]["slug"] == "opbot"
+        assert payload["app"]["id"] == app.id
+        assert payload["head_sha"] == head
+        assert [p["number"] for p in payload["pull_requests"]] == [number]
+    assert suite["check_suite"]["conclusion"] == "failure"
+    assert suite["check_suite"]["head_branch"] == "opbot/relu"
+    assert completed["check_run"]["check_suite"]["id"] == suite["check_suite"]["id"]
+    assert {_sender(d.payload) for d in made} == {("opbot[bot]", "Bot")}
+    spec = load_hook_spec()
+    for delivery in made:
+        assert spec.errors(delivery.event, delivery.payload["action"], delivery.payload) == []
+    fake.assert_honest()
+
+
+def test_the_suite_completes_when_the_apps_last_check_run_does(
+        server: FakeServer, tmp_path: Path, receiver: Receiver) -> None:
+    fake = FakeForge(server, tmp_path / "app", app="opbot")
+    fake.add_repo(REPO)
+    head = fake.state.repos[REPO].git.resolve("main") or ""
+    fake.subscribe("github", receiver.url, SECRET)
+    client = github_client(fake).requester
+    _, first = client.requestJsonAndCheck("POST", f"/repos/{REPO}/check-runs", input={
+        "name": "lint", "head_sha": head, "status": "in_progress"})
+    client.requestJsonAndCheck("POST", f"/repos/{REPO}/check-runs", input={
+        "name": "verify", "head_sha": head, "conclusion": "success"})
+    client.requestJsonAndCheck("PATCH", f"/repos/{REPO}/check-runs/{first['id']}",
+                               input={"conclusion": "timed_out"})
+    made = _settle(fake)
+    assert _kinds(made) == ["check_run.created", "check_run.created", "check_run.completed",
+                            "check_run.completed", "check_suite.completed"]
+    suite = made[-1].payload["check_suite"]
+    assert suite["conclusion"] == "timed_out"  # the conclusion of the highest priority
+    assert suite["latest_check_runs_count"] == 2
+    assert suite["pull_requests"] == []
+    fake.assert_honest()
+
+
+def test_a_commit_status_via_github_delivers_status(world: FakeForge,
+                                                     receiver: Receiver) -> None:
+    _bot_pull(world, "github")
+    head = world.state.repos[REPO].git.resolve("opbot/relu") or ""
+    world.subscribe("github", receiver.url, SECRET)
+    _report(world, "github", head, "running")  # not an App: its check run is refused
+    made = _settle(world)
+    assert _kinds(made) == ["status"]
+    payload = made[0].payload
+    assert (payload["sha"], payload["name"], payload["context"], payload["state"]) == \
+        (head, REPO, "opbot", "pending")
+    assert payload["description"] == "opbot: running"
+    assert payload["commit"]["sha"] == head
+    assert [b["name"] for b in payload["branches"]] == ["opbot/relu"]
+    assert _sender(payload) == (world.bot, "User")
+    assert load_hook_spec().errors("status", None, payload) == []
+
+
+def test_a_gitlab_status_on_a_commit_without_a_pipeline_makes_an_external_one(
+        world: FakeForge, receiver: Receiver) -> None:
+    number = _bot_pull(world, "gitlab")
+    head = world.state.repos[REPO].git.resolve("opbot/relu") or ""
+    world.subscribe("gitlab", receiver.url, SECRET)
+    _report(world, "gitlab", head, "pending", "running", "failure")
+    made = _settle(world)
+    assert _kinds(made) == ["Pipeline Hook.pending", "Pipeline Hook.running",
+                            "Pipeline Hook.failed"]
+    attributes = [d.payload["object_attributes"] for d in made]
+    assert {a["source"] for a in attributes} == {"external"}
+    assert len({a["id"] for a in attributes}) == 1  # one pipeline, its status following
+    assert {(a["sha"], a["ref"]) for a in attributes} == {(head, "opbot/relu")}
+    assert {d.sender for d in made} == {world.bot}
+    last = made[-1].payload
+    assert last["merge_request"]["iid"] == number
+    assert [(b["name"], b["stage"], b["status"]) for b in last["builds"]] == \
+        [("opbot", "external", "failed")]
+
+
+def test_a_gitlab_status_joins_a_commits_pipeline_silently(world: FakeForge,
+                                                           receiver: Receiver) -> None:
+    _bot_pull(world, "gitlab")
+    head = world.state.repos[REPO].git.resolve("opbot/relu") or ""
+    world.add_failed_run(REPO, head, jobs={"unit-tests": "FAILED\n"}, branch="opbot/relu")
+    world.subscribe("gitlab", receiver.url, SECRET)
+    _report(world, "gitlab", head, "pending", "failure")
+    assert _settle(world) == []
+    assert world.state.repos[REPO].external_pipelines == []
+
+
 # -- delivery realism ----------------------------------------------------------------------
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_redelivery_keeps_its_id_and_body(front: Front, world: FakeForge,
@@ -591,6 +708,7 @@ def _everything(fake: FakeForge, front: Front) -> list[Delivery]:
     fake.fail_ci(REPO, head, branch="opbot/relu", jobs={"tests": "FAILED\n"})
     fake.human_push(REPO, "opbot/relu", {"a.txt": "a\n"}, "a", author="alice")
     fake.open_fork_pull(REPO, "mallory", "topic", {"b.txt": "b\n"}, author="mallory")
+    _report(fake, front, fake.state.repos[REPO].git.resolve("main") or "", "failure")
     made = fake.hooks.settle(30, quiet=0.5)
     assert all(d.error for d in made)  # connection refused, recorded
     return made
@@ -602,7 +720,7 @@ def test_every_github_payload_validates(world: FakeForge) -> None:
     assert {d.event for d in made} == {
         "issues", "issue_comment", "pull_request", "pull_request_review",
         "pull_request_review_comment", "check_run", "check_suite", "workflow_job",
-        "workflow_run", "push"}
+        "workflow_run", "push", "status"}
     for delivery in made:
         assert spec.errors(delivery.event, delivery.payload.get("action"),
                            delivery.payload) == []

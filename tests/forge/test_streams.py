@@ -350,12 +350,34 @@ def test_the_bots_own_check_suite_is_no_ci_to_fix(tmp_path: Path) -> None:
     ("/help", "help"),
     ("/cancel", "cancel"),
     ("/assign @me", None),  # another bot's command
+    # fences close only with the same character, at least as long, with no info string
+    ("````markdown\n```\n/regen --force\n```\n````", None),
+    ("```\n~~~\n/regen --force\n```", None),
+    ("```\nx:\n```python\n/regen --force\n```", None),
+    ("```inline```\n\n```\n/regen --force\n```", None),  # inline code opens no fence
+    ("```not a fence```\n/regen", "regen"),  # ... and hides no line after it
+    ("> I think we should\n/regen --force", None),  # a quote's lazy continuation
+    ("`\n/regen\n`", None),  # a code span over three lines
+    ("<pre>\n/regen --force\n</pre>", None),
+    ("<div hidden>\n/regen --force\n</div>", None),
+    ("[//]: # (\n/regen\n)", None),  # the "comment" idiom: a link definition
+    ("| a |\n|---|\n/regen", None),  # a table row
+    ("- /regen", None),
+    ("<!-- note -->\n/regen", "regen"),  # after a closed comment: seen by all
+    ("thanks\r\n/regen --force\r\n", "regen"),
+    ("hi\r/regen", "regen"),  # a lone CR ends a line in CommonMark
+    ("/regen\u00a0--force", "regen"),  # a no-break space is a space to the reader
+    ("/regen\u200b", "regen"),  # a zero-width space is nothing
+    ("\ufeff/regen", "regen"),
 ])
 def test_commands_are_read_where_a_person_wrote_them(body: str, command: str | None) -> None:
     from bot.commands import find_command
 
     found = find_command(body)
     assert (found.name if found else None) == command
+    if found is not None and found.regen is not None:
+        assert found.regen.problem is None
+        assert found.regen.force == ("force" in body)
 
 
 def test_the_bots_own_help_reads_as_no_command() -> None:
@@ -381,3 +403,29 @@ def test_only_the_bots_server_hands_plans_to_ci() -> None:
                                               "not by the bot")
     payload["sender"] = {"login": BOT_APP, "type": "Bot"}
     assert plan_event("github", "repository_dispatch", payload, bot_login=BOT_APP) == plan
+
+
+def test_a_forge_of_its_own_secret_refuses_the_shared_one(tmp_path: Path) -> None:
+    """GitLab sends its secret in clear (X-Gitlab-Token): with a GitHub secret of its own,
+    whoever read a GitLab delivery cannot sign a GitHub one."""
+    from bot.server import forge_secrets_from_environment, secrets_from_environment
+
+    env = {"OPBOT_GITHUB_WEBHOOK_SECRET": "github-only", "OPBOT_WEBHOOK_SECRET": SECRET}
+    queue = JobQueue(tmp_path / "queue.sqlite3")
+    settings = ServerSettings(secrets=secrets_from_environment(env), queue=queue,
+                              dry_run=True, forge_secrets=forge_secrets_from_environment(env),
+                              identities=Identities({"OPBOT_BOT_LOGIN": "opbot"}))
+    (event, payload), = _comment("/help", on_pull=False)
+    body = json.dumps(payload).encode()
+    with TestClient(make_app(settings, start_worker=False)) as client:
+        def github(secret: str) -> int:
+            signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            return client.post("/webhook/github", content=body, headers={
+                "X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()),
+                "X-Hub-Signature-256": f"sha256={signature}"}).status_code
+        assert github(SECRET) == 401
+        assert github("github-only") == 202
+        (note_event, note), = _gitlab_note("/help", kind=None)
+        assert client.post("/webhook/gitlab", content=json.dumps(note).encode(), headers={
+            "X-Gitlab-Event": note_event, "X-Gitlab-Token": SECRET}).status_code == 202
+    assert secrets_from_environment({"OPBOT_GITLAB_WEBHOOK_SECRET": "x"}) == []

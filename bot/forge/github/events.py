@@ -112,7 +112,11 @@ def _issues(payload: Mapping[str, Any], event: str, context: PlanContext) -> Inb
 
 
 def _ci_fork(item: Any, payload: Any) -> bool:
-    """A workflow run of a fork's code (a pull_request run from a fork names its head repo)."""
+    """A workflow run of a fork's code (a pull_request run from a fork names its head repo;
+    a deleted fork's, null). A check suite names no head repository."""
+    if isinstance(item, Mapping) and "head_repository" in item \
+            and item["head_repository"] is None:
+        return True
     head = text(get(item, "head_repository", "full_name"))
     base = text(get(item, "repository", "full_name")) or repo_of(payload)
     return head is not None and head != base

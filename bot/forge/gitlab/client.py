@@ -526,3 +526,51 @@ def _retry_after(limits: Mapping[str, str]) -> float | None:
 def identity(url: str | None, token: str) -> str:
     """The login `token` acts as (GitLabForge.whoami, which needs no project)."""
     return GitLabForge.connect(url, token, repo="").whoami()
+
+
+def payload_of_running_job(url: str | None, token: str, job_token: str) -> Any:
+    """The plan file of the pipeline whose job this process runs, as the bot created it.
+
+    Every environment variable of a pipeline may be set by whoever starts one (the plan
+    file, CI_PIPELINE_ID, GITLAB_USER_LOGIN), so the job asks GitLab with its own job token
+    which job it is: that job must have been started by the bot (a person's retry of an
+    old bot job is refused), in a pipeline the bot created, whose OPBOT_PLAN names the
+    project the pipeline runs in. The plan comes from the API, not from the file."""
+    base = url or PUBLIC_URL
+    try:
+        job = gitlab.Gitlab(url=base, job_token=job_token).http_get("/job", **_CALL)
+    except GitlabError as exc:
+        raise ForgeError(scrub(f"GitLab {exc.response_code} on reading this CI job with its "
+                               "job token: not a running job of this GitLab", job_token)
+                         ) from exc
+    except OSError as exc:
+        raise UnavailableError(f"GitLab: read this CI job: {type(exc).__name__}") from exc
+    bot_client = gitlab.Gitlab(url=base, private_token=token)
+    bot = GitLabForge(bot_client, repo="").whoami()
+    started_by = text_at(job, "user", "username")
+    if started_by != bot:
+        raise ForgeError(f"GitLab: this job was started by {started_by or 'nobody known'}, "
+                         f"not by the bot ({bot})")
+    pipeline, project_id = text_at(job, "pipeline", "id"), text_at(job, "pipeline",
+                                                                   "project_id")
+    if not pipeline or not pipeline.isdigit() or not project_id or not project_id.isdigit():
+        raise ForgeError("GitLab: this job names no pipeline")
+    forge = GitLabForge(bot_client, repo="")
+    with forge._errors(f"read project {project_id}"):
+        path = str(bot_client.projects.get(int(project_id), **_CALL).path_with_namespace)
+    forge.repo = path
+    payload = forge.dispatched_payload(int(pipeline))
+    planned = payload.get("plan") if isinstance(payload, Mapping) else None
+    repo = planned.get("repo") if isinstance(planned, Mapping) else None
+    if repo != path:
+        raise ForgeError(f"GitLab: the plan of pipeline {pipeline} is for {repo!r}, and the "
+                         f"pipeline runs in {path}")
+    return payload
+
+
+def text_at(data: Any, *keys: str) -> str | None:
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return None if data is None or isinstance(data, (dict, list)) else str(data)

@@ -31,6 +31,16 @@ FORGE = "gitlab"
 _SCHEDULED_STARTING = ("created", "pending", "running")
 
 
+SCAN_VARIABLE = "OPBOT_SCAN"
+
+
+def _variable(attributes: Any, key: str) -> str | None:
+    found = get(attributes, "variables")
+    if not isinstance(found, list):
+        return None
+    return next((text(get(item, "value")) for item in found if get(item, "key") == key), None)
+
+
 def repo_of(payload: Any) -> str | None:
     return text(get(payload, "project", "path_with_namespace"))
 
@@ -96,11 +106,23 @@ def _pipeline(payload: Mapping[str, Any], event: str, context: PlanContext) -> I
     status = text(get(attributes, "status"))
     branch = text(get(attributes, "ref"))
     op = op_of_branch(branch)
-    # GitLab has no schedule event: a scheduled pipeline's hook starts the nightly scan.
-    if get(attributes, "source") == "schedule" and op is None:
+    source = get(attributes, "source")
+    # GitLab has no schedule event: the hook of a schedule that asks for the server's scan
+    # (variable OPBOT_SCAN=server) starts it; OPBOT_SCAN=true is the template's CI job's,
+    # and any other schedule is someone else's. Its created/pending/running hooks join one
+    # scan in the server's queue.
+    if source == "schedule" and op is None:
+        if _variable(attributes, SCAN_VARIABLE) != "server":
+            return _ignore(event, payload, f"a scheduled pipeline without {SCAN_VARIABLE}="
+                           "server (the nightly scan's schedule names it)")
         if status in _SCHEDULED_STARTING:
             return scheduled(FORGE, event, repo_of(payload))
         return _ignore(event, payload, f"a scheduled pipeline now {status}")
+    if source == "external" and context.bot_login is not None \
+            and text(get(payload, "user", "username")) == context.bot_login:
+        # The bot's progress is a commit status; where a commit has no pipeline, GitLab
+        # makes an external one of it, and a failed job's status fails it: not CI to fix.
+        return _ignore(event, payload, "the bot's own commit status (its progress report)")
     if op is None:
         return _ignore(event, payload, f"a pipeline on {branch or 'an unknown ref'}, not a "
                        "bot branch")

@@ -58,19 +58,17 @@ class GitLabPlugin:
         return identity(url, token)
 
     def trusted_dispatch(self, payload: Any, environ: Mapping[str, str]) -> Any:
-        from bot.forge.registry import connect_from_environment
+        from bot.forge.gitlab.client import payload_of_running_job
+        from bot.forge.registry import first_set
 
-        pipeline = environ.get("CI_PIPELINE_ID", "")
-        repo = events.repo_of(payload) or environ.get("CI_PROJECT_PATH")
-        if not pipeline.isdigit() or not repo:
-            raise BadInputError("a dispatched plan runs in the GitLab pipeline the bot "
-                                "created (CI_PIPELINE_ID and the plan's project): neither "
-                                "is known here")
-        forge = connect_from_environment(self.name, repo, environ)
-        from bot.forge.gitlab.client import GitLabForge
-
-        assert isinstance(forge, GitLabForge)
-        return forge.dispatched_payload(int(pipeline))
+        job_token = environ.get("CI_JOB_TOKEN")
+        token = first_set(environ, self.token_variables)
+        if not job_token:
+            raise BadInputError("a dispatched plan runs only in a GitLab CI job of the "
+                                "pipeline the bot created: no CI_JOB_TOKEN here")
+        if not token:
+            raise BadInputError(f"no gitlab token: set {self.token_variables[0]}")
+        return payload_of_running_job(first_set(environ, self.url_variables), token, job_token)
 
 
 PLUGIN = GitLabPlugin()
