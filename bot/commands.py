@@ -101,22 +101,64 @@ def _rendered_lines(inline: Token) -> list[str]:
     return "".join(parts).split("\n")
 
 
+_HIDDEN_OPEN = re.compile(r"^ {0,3}(>>>|\$\$)\s*$")  # GitLab's multi-line quote; math
+_FOOTNOTE = re.compile(r"^ {0,3}\[\^[^\]]+\]:")
+_DETAILS = re.compile(r"<(/?)details\b", re.IGNORECASE)
+
+
+def _unseen_blocks(body: str) -> str:
+    """What CommonMark does not know but the forges render out of a comment's lines: a
+    GitLab `>>>` quote, a `$$` math block, a footnote (moved to the bottom with its lazy
+    lines). Their lines become NUL, which never reads as a command."""
+    lines = body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    closing: str | None = None
+    in_footnote = False
+    for index, line in enumerate(lines):
+        if closing is not None:
+            if _HIDDEN_OPEN.match(line) and line.strip() == closing:
+                closing = None
+            lines[index] = "\0"
+        elif (opened := _HIDDEN_OPEN.match(line)) is not None:
+            closing = opened.group(1)
+            lines[index] = "\0"
+        elif _FOOTNOTE.match(line) or (in_footnote and line.strip()):
+            in_footnote = True
+            lines[index] = "\0"
+        else:
+            in_footnote = False
+    return "\n".join(lines)
+
+
+def _details_depth(html: str, depth: int) -> int:
+    for found in _DETAILS.finditer(html):
+        depth = max(0, depth + (-1 if found.group(1) else 1))
+    return depth
+
+
 def command_lines(body: str) -> list[tuple[str, str]]:
-    """(name, arguments) of each paragraph line, outside quotes and lists, that starts
-    with a slash command."""
+    """(name, arguments) of each paragraph line, outside quotes, lists and collapsed
+    `<details>`, that starts with a slash command."""
     found: list[tuple[str, str]] = []
-    nested = 0
-    tokens = _MARKDOWN.parse(body)
+    nested = details = 0
+    tokens = _MARKDOWN.parse(_unseen_blocks(body))
     for index, token in enumerate(tokens):
         nested += _NESTING.get(token.type, 0)
-        if token.type != "inline" or nested or index == 0 \
-                or tokens[index - 1].type != "paragraph_open":
+        if token.type == "html_block":
+            details = _details_depth(token.content, details)
+        if token.type != "inline":
             continue
-        for line in _rendered_lines(token):
+        paragraph = index > 0 and tokens[index - 1].type == "paragraph_open"
+        lines: list[str] = []
+        for child in token.children or []:
+            if child.type == "html_inline":
+                details = _details_depth(child.content, details)
+        if paragraph and not nested:
+            lines = _rendered_lines(token)
+        for line in lines:
             match = _COMMAND_LINE.match(_visible(line).strip())
-            if match:
+            if match and not details:
                 found.append((match.group("name").lower(),
-                              (match.group("args") or "").strip()))
+                              (match.group("args") or "").replace("\0", "").strip()))
     return found
 
 

@@ -480,6 +480,22 @@ def asks_for_change(text: str) -> bool:
     return bool(text.strip()) and not _PRAISE.match(text.strip())
 
 
+def _reviewers_heard(job: _Job) -> Callable[[str], bool]:
+    """Whose review words reach the model: people the policy lets ask for work. On a public
+    repository anyone may review; an outsider's comment is not an instruction."""
+    known: dict[str, bool] = {}
+
+    def heard(author: str) -> bool:
+        if author not in known:
+            try:
+                permission = job.forge.permission(author)
+            except ForgeError:
+                permission = "none"
+            known[author] = at_least(permission, job.settings.policy.min_permission)
+        return known[author]
+    return heard
+
+
 def review_feedback(summaries: list[Comment], threads: list[ReviewThread]) -> str:
     notes = [f"Review by {item.author}:\n{item.body}" for item in summaries if item.body.strip()]
     for thread in threads:
@@ -495,9 +511,14 @@ def handle_review(job: _Job) -> JobOutcome:
         return found
     pull, op = found
     bot = job.settings.bot_login
+    heard = _reviewers_heard(job)
     summaries = [item for item in job.forge.review_summaries(pull.number)
-                 if item.author != bot and asks_for_change(item.body)]
-    threads = [thread for thread in _waiting_threads(job, pull.number)
+                 if item.author != bot and heard(item.author) and asks_for_change(item.body)]
+    threads = [replace(thread, comments=tuple(comment for comment in thread.comments
+                                              if comment.author == bot
+                                              or heard(comment.author)))
+               for thread in _waiting_threads(job, pull.number)]
+    threads = [thread for thread in threads
                if any(asks_for_change(comment.body) for comment in thread.comments
                       if comment.author != bot)]
     if not summaries and not threads:

@@ -131,6 +131,11 @@ class JobQueue:
                 (delivery_id, time.time()))
             return cursor.rowcount == 1
 
+    def forget_delivery(self, delivery_id: str) -> None:
+        """A delivery that could not be taken in: its redelivery must be read again."""
+        with self._lock:
+            self._db.execute("DELETE FROM deliveries WHERE id = ?", (delivery_id,))
+
     def enqueue(self, key: str, plan: dict[str, Any]) -> int:
         return self.submit(key, plan).job
 

@@ -45,6 +45,7 @@ from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
 MAX_BODY_BYTES = 25 * 1024 * 1024
+MAX_BODIES_BYTES = 64 * 1024 * 1024  # all bodies being received at once
 # The whole body must arrive within this (a half-sent request holds a connection open).
 BODY_TIMEOUT_S = 30.0
 BODY_TIMEOUT_VARIABLE = "OPBOT_BODY_TIMEOUT_S"
@@ -122,6 +123,23 @@ def request_of(plan: Plan, review_settle_s: float = 0.0) -> RequestKey | None:
     return None
 
 
+class BodyBudget:
+    """Bytes of bodies held at once, before any is authenticated (a GitHub signature covers
+    the body, so it is read first): unsigned floods cannot grow the server past this."""
+
+    def __init__(self, limit: int = MAX_BODIES_BYTES) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> None:
+        if self.held + size > self.limit:
+            raise _Refused(503, "the server is busy receiving other bodies: try again")
+        self.held += size
+
+    def give_back(self, size: int) -> None:
+        self.held -= size
+
+
 @dataclass
 class ServerSettings:
     secrets: list[str]  # the shared ones, for forges without their own
@@ -144,6 +162,7 @@ class ServerSettings:
     settle: Callable[[Plan], Plan] = field(default=settle_from_forge)
     # Seconds the whole body may take to arrive before the delivery is answered 408.
     body_timeout_s: float = field(default_factory=body_timeout_from_environment)
+    body_budget: BodyBudget = field(default_factory=BodyBudget)
 
     def secrets_for(self, forge: str) -> list[str]:
         return self.forge_secrets.get(forge) or self.secrets
@@ -165,30 +184,34 @@ class _Refused(Exception):
 _TOO_LARGE = f"the body is too large (over {MAX_BODY_BYTES // (1024 * 1024)} MB)"
 
 
-async def _body(request: Request, timeout_s: float) -> bytes:
+async def _body(request: Request, timeout_s: float, budget: BodyBudget) -> bytes:
     """The body, read as it arrives: never more than MAX_BODY_BYTES of it held (with or
     without a Content-Length), and all of it within `timeout_s`; else _Refused."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _Refused(413, _TOO_LARGE)
     try:
-        return await asyncio.wait_for(_read_capped(request), timeout_s)
+        return await asyncio.wait_for(_read_capped(request, budget), timeout_s)
     except asyncio.TimeoutError:
         raise _Refused(408, f"the body did not arrive within {timeout_s:g} s") from None
     except ClientDisconnect:
         raise _Refused(400, "the client went away before the body arrived") from None
 
 
-async def _read_capped(request: Request) -> bytes:
+async def _read_capped(request: Request, budget: BodyBudget) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async with aclosing(request.stream()) as stream:
-        async for chunk in stream:
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise _Refused(413, _TOO_LARGE)
-            chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        async with aclosing(request.stream()) as stream:
+            async for chunk in stream:
+                budget.take(len(chunk))  # one event loop: no lock needed
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _Refused(413, _TOO_LARGE)
+                chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        budget.give_back(size)
 
 
 def _refuse(refused: _Refused) -> JSONResponse:
@@ -200,8 +223,19 @@ def _refuse(refused: _Refused) -> JSONResponse:
 
 def _accept(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any,
             delivery: str | None) -> JSONResponse:
-    if delivery and not settings.queue.first_delivery(f"{forge.name}:{delivery}"):
+    seen = f"{forge.name}:{delivery}"
+    if delivery and not settings.queue.first_delivery(seen):
         return _answer(200, status="duplicate", delivery=delivery)
+    try:
+        return _take_in(settings, forge, event, payload, delivery)
+    except Exception:
+        if delivery:  # not taken in: a redelivery is a new try, not a duplicate
+            settings.queue.forget_delivery(seen)
+        raise
+
+
+def _take_in(settings: ServerSettings, forge: ForgePlugin, event: str, payload: Any,
+             delivery: str | None) -> JSONResponse:
     plan = settings.settle(_plan(settings, forge, event, payload))
     if plan.action == "ignore":
         log.info("ignored %s %s delivery %s: %s", forge.name, event, delivery or "-",
@@ -253,18 +287,22 @@ def _parse(body: bytes) -> dict[str, Any]:
 
 async def _receive(settings: ServerSettings, forge: ForgePlugin,
                    request: Request) -> JSONResponse:
+    secrets = settings.secrets_for(forge.name)
+    if not forge.signs_body and not forge.authenticate(request.headers, b"", secrets):
+        # A secret in a header (GitLab): refused before a byte of the body is read.
+        return _refuse(_Refused(401, forge.rejection))
     try:
-        body = await _body(request, settings.body_timeout_s)
+        body = await _body(request, settings.body_timeout_s, settings.body_budget)
     except _Refused as refused:
         return _refuse(refused)
-    if not forge.authenticate(request.headers, body, settings.secrets_for(forge.name)):
+    if not forge.authenticate(request.headers, body, secrets):
         return _answer(401, status="rejected", reason=forge.rejection)
     event = forge.event_name(request.headers)
     if not event:
         return _answer(400, status="rejected", reason=f"not a {forge.title} delivery (no "
                        "event header)")
     try:
-        payload = _parse(body)
+        payload = await run_in_threadpool(_parse, body)  # walking 25 MB takes seconds
     except PayloadError as exc:
         where = f" (line {exc.line})" if exc.line is not None else ""
         return _answer(400, status="rejected", reason=f"not a {forge.title} delivery: the "

@@ -549,6 +549,9 @@ def _payloads() -> Iterator[tuple[str, str, dict[str, Any]]]:
             asked = copy.deepcopy(comment)
             asked["comment"]["body"] = command
             yield "issue_comment", f"{command} on {target}", asked
+        outsider = copy.deepcopy(comment)
+        outsider["comment"]["author_association"] = "NONE"
+        yield "issue_comment", f"/regen by an outsider on {target}", outsider
         link = copy.deepcopy(comment)
         link["comment"]["body"] = "See https://example.com/a/b for the numbers."
         yield "issue_comment", f"a link on {target}", link
@@ -557,6 +560,9 @@ def _payloads() -> Iterator[tuple[str, str, dict[str, Any]]]:
     review["review"]["state"] = "changes_requested"
     review["review"]["body"] = "Use a two-pass softmax."
     yield "pull_request_review", "review on a bot pull request", review
+    stranger = copy.deepcopy(review)
+    stranger["review"]["author_association"] = "CONTRIBUTOR"
+    yield "pull_request_review", "an outsider's review on a bot pull request", stranger
     inline = _sample("pull_request_review_comment", "created.1.json")
     inline["pull_request"]["head"]["ref"] = _bot_branch()
     inline["comment"]["body"] = "This load is not masked."
@@ -597,6 +603,7 @@ def _payloads() -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 PAYLOADS = list(_payloads())
+TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 
 
 @pytest.mark.parametrize(("event", "name", "payload"), PAYLOADS,
@@ -606,6 +613,12 @@ def test_the_example_starts_for_everything_opbot_acts_on(event: str, name: str,
     """The job filter only saves runner time: wherever opbot's planner would act, the
     workflow must listen for the event and its job must start."""
     plan = plan_event("github", event, payload, bot_login="opbot[bot]")  # the App's login
+    association = (payload.get("comment") or payload.get("review") or {}).get(
+        "author_association", "OWNER")
+    if association not in TRUSTED_ASSOCIATIONS:
+        # An outsider holds no permission on the repository (public ones: read), and opbot
+        # acts for `write` and above by default: its job would refuse them.
+        return
     if plan.action != "ignore":
         assert _runs(event, payload), f"opbot would {plan.action} ({plan.reason}) but the " \
             "example workflow does not start"
@@ -619,6 +632,8 @@ def test_the_example_starts_for_everything_opbot_acts_on(event: str, name: str,
     ("issue_comment", "/help on pull", True),
     ("issue_comment", "/cancel on issue", True),
     ("issue_comment", "a link on pull", False),  # never joins, nor replaces, a waiting run
+    ("issue_comment", "/regen by an outsider on pull", False),
+    ("pull_request_review", "an outsider's review on a bot pull request", False),
     ("pull_request_review", "review on a bot pull request", True),
     ("pull_request_review", "review on a fork's opbot/ branch", False),
     ("workflow_run", "failed CI the bot's push started", True),
@@ -650,8 +665,10 @@ def test_the_failed_conclusions_match_opbots() -> None:
     from bot.forge.github import events
 
     workflow = _load(EXAMPLE)
-    lists = re.findall(r"fromJSON\('(\[.*?\])'\)", workflow["jobs"]["opbot"]["if"])
-    assert lists
+    lists = [found for found in re.findall(r"fromJSON\('(\[.*?\])'\)",
+                                           workflow["jobs"]["opbot"]["if"])
+             if "failure" in found]
+    assert len(lists) == 2
     for found in lists:
         assert set(json.loads(found)) == events._FAILED_CONCLUSIONS
     assert workflow["jobs"]["opbot"]["if"].count(f"'{BOT_BRANCH_PREFIX}'") == 3
@@ -796,3 +813,10 @@ def test_the_example_filter_names_every_command() -> None:
     named = set(re.findall(r"contains\(github\.event\.comment\.body, '/([a-z-]+)'\)",
                            condition))
     assert named == set(COMMANDS)
+
+
+def test_the_example_trusts_the_associations_opbot_may_act_for() -> None:
+    condition = _load(EXAMPLE)["jobs"]["opbot"]["if"]
+    trusted = [json.loads(found) for found in re.findall(r"fromJSON\('(\[.*?\])'\)",
+                                                         condition) if "OWNER" in found]
+    assert trusted == [list(TRUSTED_ASSOCIATIONS)] * 2  # comments and reviews

@@ -60,6 +60,12 @@ class ForgePlugin(Protocol):
     def rejection(self) -> str:
         """Why an unauthenticated delivery was refused ("missing or wrong signature")."""
         ...
+    @property
+    def signs_body(self) -> bool:
+        """Whether proof of the secret covers the body (GitHub's HMAC signature), or sits
+        in a header alone (GitLab's token): then a delivery is checked before its body is
+        read."""
+        ...
     def authenticate(self, headers: Mapping[str, str], body: bytes,
                      secrets: Sequence[str]) -> bool:
         """Whether the delivery proves it knows one of `secrets`, in constant time."""

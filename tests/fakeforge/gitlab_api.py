@@ -447,6 +447,11 @@ def create_pipeline(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
     if sha is None:
         return Reply.json(400, {"message": {"base": ["Reference not found"]}})
     variables = _variables(data.get("variables", []))
+    needed = {"developer": 30, "maintainer": 40, "owner": 50}.get(
+        repo.pipeline_variables_role, 1000)
+    if variables and (member.access_level or 0) < needed:
+        raise ApiError(403, "403 Forbidden - Insufficient permissions to set pipeline "
+                            "variables")
     api.state.record("gitlab", repo.full_name, "", "pipeline",
                      f"{ref}:{json.dumps(variables, sort_keys=True)}")
     run = CiRun(api.state.new_id(), len(repo.runs) + 1, "pipeline", sha, ref, "created", [],

@@ -88,6 +88,8 @@ class GitLabRender:
                           "avatar_url": None, "web_url": f"{self.web_root}/groups/{group}"},
             "visibility": "private", "archived": False, "empty_repo": False,
             "issues_enabled": True, "merge_requests_enabled": True, "jobs_enabled": True,
+            "restrict_user_defined_variables": repo.pipeline_variables_role != "developer",
+            "ci_pipeline_variables_minimum_override_role": repo.pipeline_variables_role,
             "open_issues_count": sum(i.state == "open" and not i.pull
                                      for i in repo.issues.values()),
             "_links": {key: self.api(f"/projects/{repo.id}{path}") for key, path in (

@@ -242,6 +242,9 @@ class Repo:
     fork_of: str | None = None  # the full name of the repository this one forks
     # GitLab: pipelines made for commit statuses on commits without one (ExternalPipeline).
     external_pipelines: list[ExternalPipeline] = field(default_factory=list)
+    # GitLab: who may set pipeline variables (Settings > CI/CD > Variables): "developer"
+    # (GitLab's old default, unrestricted), "maintainer", "owner" or "no_one_allowed".
+    pipeline_variables_role: str = "developer"
 
     @property
     def owner(self) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from gitlab import exceptions as gitlab_exceptions
 from starlette.testclient import TestClient
 
 from bot.agent.transcript import Redactor
@@ -429,8 +430,15 @@ def _developer(fake: FakeForge) -> None:
     fake.add_token(DEV_TOKEN, "dev")
 
 
+def _restricted(fake: FakeForge) -> None:
+    """As the README asks: only Maintainers set pipeline variables; the bot is one."""
+    fake.state.repos[REPO].pipeline_variables_role = "maintainer"
+    fake.add_user(fake.bot, repo=REPO, access_level=40)
+
+
 def test_gitlab_reads_the_dispatched_plan_back_from_the_bots_pipeline(
         fake: FakeForge, world: World) -> None:
+    _restricted(fake)
     genuine = _regen_plan(world)
     pipeline = _pipeline_by(fake, fake.token, genuine)  # as dispatch_plan does, as the bot
     job = fake.start_job(REPO, pipeline)
@@ -439,32 +447,41 @@ def test_gitlab_reads_the_dispatched_plan_back_from_the_bots_pipeline(
     assert trusted["plan"] == genuine  # the file's edits are not what runs
 
 
-REFUSALS: list[tuple[str, Callable[[FakeForge, World], dict[str, str]], str]] = [
-    ("a pipeline a developer started, naming the bot as its user",
+def _bot_job(fake: FakeForge, plan: dict[str, Any], by: str | None = None) -> str:
+    return fake.start_job(REPO, _pipeline_by(fake, fake.token, plan), by=by)
+
+
+REFUSALS: list[tuple[str, str, Callable[[FakeForge, World], dict[str, str]], str]] = [
+    ("a pipeline a developer started, naming the bot as its user", "developer",
      lambda fake, world: _gitlab_env(fake, fake.start_job(
-         REPO, _pipeline_by(fake, DEV_TOKEN, _regen_plan(world))))
-     , "started by dev, not by the bot"),
-    ("a developer's retry of the bot's old job",
-     lambda fake, world: _gitlab_env(fake, fake.start_job(
-         REPO, _pipeline_by(fake, fake.token, _regen_plan(world, command={
-             "backend": None, "hint": None, "force": True, "problem": None})), by="dev")),
+         REPO, _pipeline_by(fake, DEV_TOKEN, _regen_plan(world)))),
      "started by dev, not by the bot"),
-    ("a bot pipeline whose plan names another project",
-     lambda fake, world: _gitlab_env(fake, fake.start_job(
-         REPO, _pipeline_by(fake, fake.token, _regen_plan(world, repo="octo/other"))))
-     , "is for 'octo/other'"),
-    ("a job token that is no running job's",
+    ("a developer's retry of the bot's old job", "maintainer",
+     lambda fake, world: _gitlab_env(fake, _bot_job(fake, _regen_plan(
+         world, command={"backend": None, "hint": None, "force": True, "problem": None}),
+         by="dev")),
+     "started by dev, not by the bot"),
+    ("a bot pipeline whose plan names another project", "maintainer",
+     lambda fake, world: _gitlab_env(fake, _bot_job(fake, _regen_plan(world,
+                                                                      repo="octo/other"))),
+     "is for 'octo/other'"),
+    ("a job token that is no running job's", "maintainer",
      lambda fake, world: _gitlab_env(fake, "glcbt-0123456789abcdef0123"),
      "not a running job"),
+    ("a project where developers set pipeline variables (and so the job's environment)",
+     "developer", lambda fake, world: _gitlab_env(fake, _bot_job(fake, _regen_plan(world))),
+     "Minimum role to use pipeline variables"),
 ]
 
 
-@pytest.mark.parametrize(("env_of", "reason"),
+@pytest.mark.parametrize(("setting", "env_of", "reason"),
                          [pytest.param(*case[1:], id=case[0]) for case in REFUSALS])
 def test_gitlab_refuses_a_plan_the_bot_did_not_hand_to_this_job(
-        fake: FakeForge, world: World, tmp_path: Path,
+        fake: FakeForge, world: World, tmp_path: Path, setting: str,
         env_of: Callable[[FakeForge, World], dict[str, str]], reason: str) -> None:
     _developer(fake)
+    _restricted(fake)
+    fake.state.repos[REPO].pipeline_variables_role = setting
     env = env_of(fake, world)
     with pytest.raises(ForgeError, match=reason):
         registry.plugin("gitlab").trusted_dispatch(_forged(_regen_plan(world)), env)
@@ -484,3 +501,12 @@ def test_gitlab_dispatch_outside_a_ci_job_is_refused(fake: FakeForge, world: Wor
     with pytest.raises(BadInputError, match="CI_JOB_TOKEN"):
         registry.plugin("gitlab").trusted_dispatch(_forged(_regen_plan(world)),
                                                    _gitlab_env(fake, None))
+
+
+def test_gitlab_refuses_a_developers_pipeline_variables_where_restricted(
+        fake: FakeForge, world: World) -> None:
+    _developer(fake)
+    _restricted(fake)
+    with pytest.raises(gitlab_exceptions.GitlabCreateError) as refused:
+        _pipeline_by(fake, DEV_TOKEN, _regen_plan(world))
+    assert refused.value.response_code == 403

@@ -29,6 +29,7 @@ from bot.server import (
     BODY_TIMEOUT_S,
     BODY_TIMEOUT_VARIABLE,
     MAX_BODY_BYTES,
+    BodyBudget,
     ServerSettings,
     body_timeout_from_environment,
     make_app,
@@ -175,13 +176,15 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def _call(settings: ServerSettings, receive: Receive, headers: dict[str, str],
-          within_s: float = 20.0) -> tuple[int, dict[str, str], dict[str, Any]]:
+          within_s: float = 20.0, forge: str = "github",
+          ) -> tuple[int, dict[str, str], dict[str, Any]]:
     """One POST to the app over raw ASGI, with the body `receive` hands out as it likes."""
     app = make_app(settings, start_worker=False)
     sent: list[dict[str, Any]] = []
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
              "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/webhook/github", "raw_path": b"/webhook/github", "query_string": b"",
+             "path": f"/webhook/{forge}", "raw_path": f"/webhook/{forge}".encode(),
+             "query_string": b"",
              "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
              "headers": [(key.lower().encode(), value.encode())
                          for key, value in headers.items()]}
@@ -353,3 +356,43 @@ def test_serve_answers_a_stalled_body_408_and_serves_others_meanwhile(
     elapsed = time.monotonic() - started
     assert DEADLINE_S * 0.9 < elapsed < DEADLINE_S + 8
     assert "Traceback" not in served.log.read_text(encoding="utf-8")
+
+
+def _chunks(size: int, count: int) -> tuple[Receive, Callable[[], int]]:
+    pulled = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": b"a" * size, "more_body": pulled < count}
+    return receive, lambda: pulled
+
+
+def test_unsigned_bodies_share_one_budget(tmp_path: Path) -> None:
+    """A GitHub signature covers the body, so bodies are read before they are checked: all
+    of those being received at once hold no more than the budget."""
+    settings = _settings(tmp_path)
+    settings.body_budget = BodyBudget(limit=3 << 20)
+    settings.body_budget.take(1 << 20)  # another delivery on its way in
+    receive, pulled = _chunks(1 << 20, 4)
+    status, headers, answer = _call(settings, receive, _signed(b""))
+    assert status == 503
+    assert "busy" in answer["reason"]
+    assert headers["connection"] == "close"
+    assert pulled() == 3
+    assert settings.body_budget.held == 1 << 20  # what this one held is given back
+
+
+def test_a_gitlab_delivery_with_a_wrong_token_is_refused_before_its_body(
+        tmp_path: Path) -> None:
+    receive, pulled = _chunks(1 << 20, 20)
+    headers = {"X-Gitlab-Event": "Note Hook", "X-Gitlab-Token": "not-the-secret"}
+    status, _, answer = _call(_settings(tmp_path), receive, headers, forge="gitlab")
+    assert status == 401
+    assert "token" in answer["reason"]
+    assert pulled() == 0
+    good, _ = _chunks(10, 1)
+    status, _, answer = _call(_settings(tmp_path), good, {**headers, "X-Gitlab-Token": SECRET},
+                              forge="gitlab")
+    assert status == 400  # read, then found not to be JSON
+    assert "not JSON" in answer["reason"]

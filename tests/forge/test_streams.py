@@ -369,6 +369,13 @@ def test_the_bots_own_check_suite_is_no_ci_to_fix(tmp_path: Path) -> None:
     ("/regen\u00a0--force", "regen"),  # a no-break space is a space to the reader
     ("/regen\u200b", "regen"),  # a zero-width space is nothing
     ("\ufeff/regen", "regen"),
+    # what the forges render out of the lines: GitLab's quote, math, footnotes, <details>
+    (">>>\nThe bot's help says:\n/regen --force\n>>>\nShould we?", None),
+    ("$$\n/regen --force\n$$", None),
+    ("LGTM\n\n[^c]: x\n/regen --force", None),
+    ("<details><summary>log</summary>\n\n/regen --force\n\n</details>", None),
+    ("Thanks <details>\n/regen --force\n</details>", None),
+    ("<details><summary>log</summary>\n\nx\n\n</details>\n\n/regen", "regen"),
 ])
 def test_commands_are_read_where_a_person_wrote_them(body: str, command: str | None) -> None:
     from bot.commands import find_command
@@ -429,3 +436,37 @@ def test_a_forge_of_its_own_secret_refuses_the_shared_one(tmp_path: Path) -> Non
         assert client.post("/webhook/gitlab", content=json.dumps(note).encode(), headers={
             "X-Gitlab-Event": note_event, "X-Gitlab-Token": SECRET}).status_code == 202
     assert secrets_from_environment({"OPBOT_GITLAB_WEBHOOK_SECRET": "x"}) == []
+
+
+def test_a_hint_keeps_its_code_spans_and_no_markers() -> None:
+    from bot.commands import find_command
+
+    found = find_command('/regen --hint "use `tl.dot` please"')
+    assert found is not None
+    assert found.regen is not None
+    assert found.regen.hint == "use `tl.dot` please"
+
+
+def test_a_delivery_that_could_not_be_taken_in_is_not_a_duplicate_later(
+        tmp_path: Path) -> None:
+    queue = JobQueue(tmp_path / "queue.sqlite3")
+    failures = [RuntimeError("the forge answered something odd")]
+
+    def settle(plan: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return plan
+
+    settings = ServerSettings(secrets=[SECRET], queue=queue, dry_run=True, settle=settle,
+                              identities=Identities({"OPBOT_BOT_LOGIN": BOT_APP}))
+    (event, payload), = _comment("/help", on_pull=False)
+    body = json.dumps(payload).encode()
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": "delivery-1",
+               "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body,
+                                                           hashlib.sha256).hexdigest()}
+    app = make_app(settings, start_worker=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.post("/webhook/github", content=body, headers=headers).status_code == 500
+        again = client.post("/webhook/github", content=body, headers=headers)
+    assert again.status_code == 202
+    assert again.json()["action"] == "help"

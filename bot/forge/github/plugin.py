@@ -20,6 +20,7 @@ class GitHubPlugin:
     url_variables = environment.URL_VARIABLES
     dispatch_event = "repository_dispatch"
     rejection = webhook.REJECTION
+    signs_body = True
 
     def authenticate(self, headers: Mapping[str, str], body: bytes,
                      secrets: Sequence[str]) -> bool:

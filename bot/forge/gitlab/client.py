@@ -557,7 +557,9 @@ def payload_of_running_job(url: str | None, token: str, job_token: str) -> Any:
         raise ForgeError("GitLab: this job names no pipeline")
     forge = GitLabForge(bot_client, repo="")
     with forge._errors(f"read project {project_id}"):
-        path = str(bot_client.projects.get(int(project_id), **_CALL).path_with_namespace)
+        project = bot_client.projects.get(int(project_id), **_CALL).attributes
+    path = str(project.get("path_with_namespace"))
+    _require_restricted_variables(project, path)
     forge.repo = path
     payload = forge.dispatched_payload(int(pipeline))
     planned = payload.get("plan") if isinstance(payload, Mapping) else None
@@ -566,6 +568,25 @@ def payload_of_running_job(url: str | None, token: str, job_token: str) -> Any:
         raise ForgeError(f"GitLab: the plan of pipeline {pipeline} is for {repo!r}, and the "
                          f"pipeline runs in {path}")
     return payload
+
+
+# Who may set pipeline variables, where a dispatched job may trust its environment.
+_RESTRICTED_ROLES = ("maintainer", "owner", "no_one_allowed")
+
+
+def _require_restricted_variables(project: Mapping[str, Any], path: str) -> None:
+    """Whoever may set a pipeline's variables controls its jobs' environment — the API URL
+    the job asks, the opbot it installs — next to the bot's token: only Maintainers (the
+    bot's own role) may, or the plan is not carried out."""
+    restricted = project.get("restrict_user_defined_variables")
+    role = project.get("ci_pipeline_variables_minimum_override_role") or (
+        "maintainer" if restricted else None)
+    if restricted is not True or role not in _RESTRICTED_ROLES:
+        raise ForgeError(f"GitLab: in {path}, {role or 'anyone who may run a pipeline'} may "
+                         "set pipeline variables, and with them the environment of the job "
+                         "that holds the bot's token: set Settings > CI/CD > Variables > "
+                         "'Minimum role to use pipeline variables' to Maintainer, and give "
+                         "the bot's token the Maintainer role")
 
 
 def text_at(data: Any, *keys: str) -> str | None:

@@ -28,17 +28,6 @@ from bot.forge.inbound import (
 from bot.forge.payload import get, integer, labels, text
 
 FORGE = "gitlab"
-_SCHEDULED_STARTING = ("created", "pending", "running")
-
-
-SCAN_VARIABLE = "OPBOT_SCAN"
-
-
-def _variable(attributes: Any, key: str) -> str | None:
-    found = get(attributes, "variables")
-    if not isinstance(found, list):
-        return None
-    return next((text(get(item, "value")) for item in found if get(item, "key") == key), None)
 
 
 def repo_of(payload: Any) -> str | None:
@@ -107,17 +96,12 @@ def _pipeline(payload: Mapping[str, Any], event: str, context: PlanContext) -> I
     branch = text(get(attributes, "ref"))
     op = op_of_branch(branch)
     source = get(attributes, "source")
-    # GitLab has no schedule event: the hook of a schedule that asks for the server's scan
-    # (variable OPBOT_SCAN=server) starts it; OPBOT_SCAN=true is the template's CI job's,
-    # and any other schedule is someone else's. Its created/pending/running hooks join one
-    # scan in the server's queue.
     if source == "schedule" and op is None:
-        if _variable(attributes, SCAN_VARIABLE) != "server":
-            return _ignore(event, payload, f"a scheduled pipeline without {SCAN_VARIABLE}="
-                           "server (the nightly scan's schedule names it)")
-        if status in _SCHEDULED_STARTING:
-            return scheduled(FORGE, event, repo_of(payload))
-        return _ignore(event, payload, f"a scheduled pipeline now {status}")
+        # A pipeline hook does not carry a schedule's variables (GitLab adds them to its
+        # jobs only), so a server cannot tell the nightly scan's schedule from an hourly
+        # lint's: GitLab's scan runs in CI, the template's opbot-scan job (OPBOT_SCAN=true).
+        return _ignore(event, payload, "a scheduled pipeline: GitLab's nightly scan runs "
+                       "in CI (the template's opbot-scan job), not on its hook")
     if source == "external" and context.bot_login is not None \
             and text(get(payload, "user", "username")) == context.bot_login:
         # The bot's progress is a commit status; where a commit has no pipeline, GitLab

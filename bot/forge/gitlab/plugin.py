@@ -22,6 +22,7 @@ class GitLabPlugin:
     url_variables = environment.URL_VARIABLES
     dispatch_event = DISPATCH_EVENT  # the object_kind of a dispatched pipeline's plan file
     rejection = webhook.REJECTION
+    signs_body = False
 
     def authenticate(self, headers: Mapping[str, str], body: bytes,
                      secrets: Sequence[str]) -> bool:
