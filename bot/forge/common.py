@@ -3,6 +3,7 @@ of text."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from urllib.parse import quote, urlsplit, urlunsplit
 
 # The environment variables the credential helper below reads.
@@ -49,3 +50,8 @@ def with_credentials(url: str, user: str, token: str | None) -> str:
 def scrub(text: str, token: str | None) -> str:
     """`text` with the token replaced: error messages may echo a URL or a header."""
     return text.replace(token, "***") if token else text
+
+
+def first_set(environ: Mapping[str, str], variables: Iterable[str]) -> str | None:
+    """The value of the first of `variables` set (non-empty) in `environ`."""
+    return next((value for name in variables if (value := environ.get(name))), None)

@@ -7,10 +7,11 @@ planning, the CLI's --forge choices and jobs all reach forges through this modul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from bot.errors import BadInputError
 from bot.forge.base import Forge
+from bot.forge.common import first_set
 from bot.forge.github.plugin import PLUGIN as GITHUB
 from bot.forge.gitlab.plugin import PLUGIN as GITLAB
 from bot.forge.plugin import ForgePlugin
@@ -61,7 +62,3 @@ def detect(environ: Mapping[str, str]) -> ForgePlugin:
         raise BadInputError(f"the environment looks like the CI of several forges ({which}): "
                             "pass --forge")
     return found[0] if found else PLUGINS[FALLBACK]
-
-
-def first_set(environ: Mapping[str, str], variables: Iterable[str]) -> str | None:
-    return next((value for name in variables if (value := environ.get(name))), None)

@@ -59,8 +59,8 @@ class GitLabPlugin:
         return identity(url, token)
 
     def trusted_dispatch(self, payload: Any, environ: Mapping[str, str]) -> Any:
+        from bot.forge.common import first_set
         from bot.forge.gitlab.client import payload_of_running_job
-        from bot.forge.registry import first_set
 
         job_token = environ.get("CI_JOB_TOKEN")
         token = first_set(environ, self.token_variables)
