@@ -44,6 +44,7 @@ from bot.forge.base import (
     UnavailableError,
 )
 from bot.forge.common import scrub, without_credentials
+from bot.forge.payload import get, integer, text
 
 PUBLIC_URL = "https://gitlab.com"
 LOG_TAIL_CHARS = 20_000
@@ -546,22 +547,22 @@ def payload_of_running_job(url: str | None, token: str, job_token: str) -> Any:
     except OSError as exc:
         raise UnavailableError(f"GitLab: read this CI job: {type(exc).__name__}") from exc
     bot_client = gitlab.Gitlab(url=base, private_token=token)
-    bot = GitLabForge(bot_client, repo="").whoami()
-    started_by = text_at(job, "user", "username")
+    forge = GitLabForge(bot_client, repo="")  # one client: who the bot is is asked once
+    bot = forge.whoami()
+    started_by = text(get(job, "user", "username"))
     if started_by != bot:
         raise ForgeError(f"GitLab: this job was started by {started_by or 'nobody known'}, "
                          f"not by the bot ({bot})")
-    pipeline, project_id = text_at(job, "pipeline", "id"), text_at(job, "pipeline",
-                                                                   "project_id")
-    if not pipeline or not pipeline.isdigit() or not project_id or not project_id.isdigit():
+    pipeline = integer(get(job, "pipeline", "id"))
+    project_id = integer(get(job, "pipeline", "project_id"))
+    if pipeline is None or project_id is None:
         raise ForgeError("GitLab: this job names no pipeline")
-    forge = GitLabForge(bot_client, repo="")
     with forge._errors(f"read project {project_id}"):
-        project = bot_client.projects.get(int(project_id), **_CALL).attributes
+        project = bot_client.projects.get(project_id, **_CALL).attributes
     path = str(project.get("path_with_namespace"))
     _require_restricted_variables(project, path)
     forge.repo = path
-    payload = forge.dispatched_payload(int(pipeline))
+    payload = forge.dispatched_payload(pipeline)
     planned = payload.get("plan") if isinstance(payload, Mapping) else None
     repo = planned.get("repo") if isinstance(planned, Mapping) else None
     if repo != path:
@@ -587,11 +588,3 @@ def _require_restricted_variables(project: Mapping[str, Any], path: str) -> None
                          "that holds the bot's token: set Settings > CI/CD > Variables > "
                          "'Minimum role to use pipeline variables' to Maintainer, and give "
                          "the bot's token the Maintainer role")
-
-
-def text_at(data: Any, *keys: str) -> str | None:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return None if data is None or isinstance(data, (dict, list)) else str(data)
