@@ -1,10 +1,11 @@
 """`opbot doctor [--json]`: what this machine can build, run and check, in one report.
 
 Python, torch, triton (and whether its CPU interpreter runs a kernel), torch_npu, CANN, the
-NPU and the device counts. It never raises and never prints a traceback, whatever the
-machine lacks: imports that can fail badly (torch_npu without CANN fails on libhccl.so; a
-broken build can abort) run in subprocesses that print one marked JSON line, and every
-in-process step is guarded. The exit status is always 0: a missing toolchain is a finding.
+NPU, the device counts, and whether the sandbox for untrusted code can start here. It never
+raises and never prints a traceback, whatever the machine lacks: imports that can fail badly
+(torch_npu without CANN fails on libhccl.so; a broken build can abort) run in subprocesses
+that print one marked JSON line, and every in-process step is guarded. The exit status is
+always 0: a missing toolchain is a finding.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from runners.ascendc.detect import (
     run_command,
     triton_ascend_pairing,
 )
+from runners.sandbox import SandboxPolicy, sandbox_status
 
 _MARK = "OPBOT_PROBE "
 _PROBE_TIMEOUT_S = 180.0  # importing torch + triton on a cold, slow disk takes a while
@@ -204,7 +206,7 @@ def _guarded(step: Callable[[], Any], fallback: Any) -> Any:
 
 def collect() -> dict[str, Any]:
     """The whole report as plain JSON types (keys: python, torch, triton, torch_npu, cann,
-    soc, devices)."""
+    soc, devices, sandbox)."""
     run = _CachedRunner(run_command)
     with ThreadPoolExecutor(max_workers=2) as pool:  # the probes are slow imports: overlap them
         stack_future = pool.submit(_python_stack_or_error)
@@ -218,7 +220,17 @@ def collect() -> dict[str, Any]:
     triton["ascend_pairing"] = _pairing(cann.get("version"))
     return {"python": _python(), "torch": torch, "triton": triton,
             "torch_npu": {key: torch_npu.get(key) for key in ("importable", "version", "error")},
-            "cann": cann, "soc": soc, "devices": _devices(torch, torch_npu, soc)}
+            "cann": cann, "soc": soc, "devices": _devices(torch, torch_npu, soc),
+            "sandbox": _guarded(_sandbox, {"works": False, "reason": None, "bwrap": None,
+                                           "profile": None})}
+
+
+def _sandbox() -> dict[str, Any]:
+    """The same probe untrusted code meets, with the policy's opt-out beside it: a sandbox
+    that cannot start makes every candidate fail unless the operator opted out."""
+    report = sandbox_status().to_json()
+    report["allow_unsandboxed"] = SandboxPolicy.from_environment().allow_unsandboxed
+    return report
 
 
 def _pairing(cann_version: str | None) -> dict[str, Any] | None:
@@ -266,6 +278,10 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("NPU", "ok" if soc else "none", _soc_details(soc)),
         ("devices", "", f"cuda {devices.get('cuda')}, npu {devices.get('npu')}"),
     ]
+    sandbox = report.get("sandbox") or {}
+    rows.append(("sandbox", "ok" if sandbox.get("works") else "failed",
+                 f"bwrap {sandbox.get('bwrap')}" if sandbox.get("works") else
+                 _first_line(f"{sandbox.get('reason')}; {sandbox.get('profile')}", 200)))
     pairing = triton.get("ascend_pairing")
     if pairing:
         rows.append(("triton-ascend/CANN", "ok" if pairing.get("ok") else "mismatch",

@@ -73,6 +73,23 @@ class PolicyError(BadInputError):
 
 
 @dataclass(frozen=True)
+class RunnerLimits:
+    """Each NPU job container's limits on a runner host (runners/provision/job_limits.py
+    applies them; here they are validated with the rest of the operator's file)."""
+
+    memory_bytes: int | None
+    pids: int | None
+    cpus_per_job: int
+    cpusets: tuple[tuple[str, str], ...]  # (NPU id, host cores), sorted
+    shm_bytes: int
+
+    def to_document(self) -> dict[str, Any]:
+        return {"memory_bytes": self.memory_bytes, "pids": self.pids,
+                "cpus_per_job": self.cpus_per_job, "cpusets": dict(self.cpusets),
+                "shm_bytes": self.shm_bytes}
+
+
+@dataclass(frozen=True)
 class Policy:
     repositories: tuple[str, ...]
     trigger_label: str
@@ -91,6 +108,7 @@ class Policy:
     max_change_bytes: int
     max_file_bytes: int
     sandbox: SandboxPolicy
+    runner: RunnerLimits
 
     def token_budget(self) -> int:
         """Tokens a job may spend: the token budget, capped by the money budget."""
@@ -145,7 +163,17 @@ def _from_document(document: Mapping[str, Any],
                         cpu_seconds=int(sandbox["cpu_seconds"]),
                         memory_bytes=sandbox["memory_bytes"],
                         file_bytes=int(sandbox["file_bytes"]),
-                        processes=int(sandbox["processes"])))
+                        processes=int(sandbox["processes"])),
+        runner=_runner_limits(document["runner"]))
+
+
+def _runner_limits(runner: Mapping[str, Any]) -> RunnerLimits:
+    return RunnerLimits(
+        memory_bytes=runner["memory_bytes"], pids=runner["pids"],
+        cpus_per_job=int(runner["cpus_per_job"]),
+        cpusets=tuple(sorted((str(npu), str(cores))
+                             for npu, cores in (runner["cpusets"] or {}).items())),
+        shm_bytes=int(runner["shm_bytes"]))
 
 
 def _to_document(policy: Policy) -> dict[str, Any]:
@@ -169,6 +197,7 @@ def _to_document(policy: Policy) -> dict[str, Any]:
         "sandbox": {"allow_unsandboxed": sandbox.allow_unsandboxed, "network": sandbox.network,
                     "cpu_seconds": sandbox.cpu_seconds, "memory_bytes": sandbox.memory_bytes,
                     "file_bytes": sandbox.file_bytes, "processes": sandbox.processes},
+        "runner": policy.runner.to_document(),
     }
 
 
@@ -575,14 +604,19 @@ _RULES: dict[str, _Rule] = {
     "sandbox.memory_bytes": _limit(None),
     "sandbox.file_bytes": _at_most,
     "sandbox.processes": _at_most,
+    # The runner host's, read from its own file: a repository has no say in them.
+    **{f"runner.{key}": _operator_only("a runner host's limits are its operator's")
+       for key in ("memory_bytes", "pids", "cpus_per_job", "cpusets", "shm_bytes")},
 }
+# Settings whose value is a mapping (NPU id -> cores), compared whole, not walked into.
+_MAPPING_SETTINGS = frozenset({"runner.cpusets"})
 _FALLBACK_RULE = _operator_only("only the operator's policy sets this")
 
 
 def _settings(document: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted field, value) for each setting; sections are mappings, settings are not."""
     for key, value in document.items():
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and f"{prefix}{key}" not in _MAPPING_SETTINGS:
             yield from _settings(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value

