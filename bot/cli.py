@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot import __version__
+from bot import __version__, queue_cli
 from bot.agent.backends import DEFAULT_BACKEND, backend_names, parse_backends
 from bot.errors import BadInputError, OpbotError
 from bot.forge.registry import names as forge_names
@@ -277,12 +277,22 @@ def _default_out(ref: Path, name: str, origin: str) -> Path:
 @click.option("--dry-run", is_flag=True,
               help="Touch nothing: print the plan (a command on a GitHub pull request reads "
               "the pull request, where a token is set, to know whose it is).")
+@click.option("--gate", is_flag=True,
+              help="Only decide whether the event needs the job: plan it as a real run "
+              "would, run the job's checks (the bot's own event, the policy, the actor's "
+              "permission) reading the forge only, print the plan with `run` and `reason`, "
+              "and append run=, action=, op= to GITHUB_OUTPUT where it is set. Exit 0 "
+              "either way; without a token, run=true (the job checks).")
+@click.option("--answer-refusals", is_flag=True,
+              help="With --gate: answer a person's refused request on its issue or pull "
+              "request, with the status comment the job would post.")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="The operator's policy over the defaults (trigger label, sandbox, "
               "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def event(*, forge_name: str | None, event_name: str | None, payload: Path | None,
-          dry_run: bool, policy_file: Path | None, as_json: bool) -> None:
+          dry_run: bool, gate: bool, answer_refusals: bool, policy_file: Path | None,
+          as_json: bool) -> None:
     """Plan (and unless --dry-run, carry out) one webhook delivery or Actions event."""
     from bot.event_input import read_event, settle_from_forge
     from bot.forge.base import ForgeError
@@ -290,6 +300,10 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
     from bot.identity import Identities
     from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
+    if gate and dry_run:
+        _fail("--gate and --dry-run exclude each other (the gate plans as a real run does)")
+    if answer_refusals and not gate:
+        _fail("--answer-refusals goes with --gate")
     try:
         policy = _apply_policy(policy_file)
         delivery = read_event(forge_name, event_name, payload)
@@ -317,7 +331,29 @@ def event(*, forge_name: str | None, event_name: str | None, payload: Path | Non
                          f"{plan.number if plan.number is not None else '-'}, op "
                          f"{plan.op or '-'})")
         sys.exit(EXIT_PASSED)
+    if gate:
+        _gate(plan, as_json, policy, identities, answer_refusals)
     _run_plan(plan, as_json, policy, identities)
+
+
+def _gate(plan: Any, as_json: bool, policy: Any, identities: Any,
+          answer_refusals: bool) -> NoReturn:
+    """--gate: whether the job should run (bot/gate.py); exit 0 either way."""
+    from bot.gate import gate_event, write_outputs
+
+    try:
+        verdict = gate_event(plan, policy=policy, bot_login=identities.login(plan.forge),
+                             answer_refusals=answer_refusals)
+        write_outputs(verdict)
+    except OpbotError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # without the outputs the workflow cannot tell: a failure
+        _fail(f"cannot write GITHUB_OUTPUT: {exc.strerror or exc}", EXIT_FAILED)
+    if as_json:
+        _emit_json(verdict.to_json())
+    else:
+        _print_plain(verdict.summary())
+    sys.exit(EXIT_PASSED)
 
 
 def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = None
@@ -343,14 +379,16 @@ def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = No
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Log each job's plan instead of acting.")
-@click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".opbot-state"),
-              show_default=True, help="Where the durable job queue lives.")
+@click.option("--state-dir", type=click.Path(path_type=Path),
+              default=queue_cli.DEFAULT_STATE_DIR, show_default=True,
+              help="Where the durable job queue lives (`opbot queue` reads it there too).")
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="The operator's policy over the defaults (trigger label, sandbox, "
               "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
-@click.option("--dispatch", is_flag=True,
+@click.option("--dispatch", is_flag=True, envvar="OPBOT_DISPATCH", show_envvar=True,
               help="Hand each job to the CI system (GitHub repository_dispatch, a GitLab "
-              "pipeline) instead of running it here.")
+              "pipeline) instead of running it here (OPBOT_DISPATCH=1 in a unit's "
+              "environment file does the same).")
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
           policy_file: Path | None, dispatch: bool) -> None:
     """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET, or one per forge:
@@ -365,6 +403,9 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         _fail(str(exc))
     run_server(host=host, port=port, dry_run=dry_run, state_dir=state_dir, policy=policy,
                dispatch=dispatch)
+
+
+main.add_command(queue_cli.queue)
 
 
 # -- scan -----------------------------------------------------------------------------------

@@ -84,6 +84,12 @@ def authorize(plan: Plan, forge: Forge, settings: JobSettings) -> str | None:
     return None
 
 
+def refusal_text(refusal: str) -> str:
+    """The answer to a refused request, as the job says it (and a dispatching server, which
+    checks first, says it in the same words)."""
+    return f"Thanks for the request, but opbot will not act on it: {refusal}."
+
+
 @dataclass(frozen=True)
 class PolicyInForce:
     policy: Policy
@@ -105,6 +111,24 @@ def policy_in_force(forge: Forge, ceiling: Policy) -> PolicyInForce:
     refused = tuple(f"`{REPOSITORY_POLICY_PATH}` may only tighten the operator's policy: "
                     f"{note}" for note in found.refused)
     return PolicyInForce(found.policy, refused)
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """What every place that decides whether a plan may run asks first (the job, the gate
+    before a runner is taken, the server before it dispatches): one answer for all."""
+
+    policy: Policy  # in force: the ceiling tightened by the repository's .opbot.yaml
+    notes: tuple[str, ...]  # what to tell the repository about its .opbot.yaml
+    refusal: str | None  # why the plan may not run (None: it may)
+
+
+def authorization(plan: Plan, forge: Forge, settings: JobSettings) -> Authorization:
+    """The policy in force for the plan's repository, and whether the plan may run under it
+    (`settings.policy` is the operator's ceiling). Reads the forge, never writes to it."""
+    in_force = policy_in_force(forge, settings.policy)
+    refusal = authorize(plan, forge, replace(settings, policy=in_force.policy))
+    return Authorization(in_force.policy, in_force.notes, refusal)
 
 
 # -- the work ------------------------------------------------------------------------------
@@ -677,18 +701,16 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
     # are another matter: the bot's own push starts them, so their sender is the bot.)
     if plan.action in HUMAN_TRIGGERS and plan.actor and plan.actor == settings.bot_login:
         return JobOutcome(True, plan.action, "ignored: the bot's own event")
-    in_force = policy_in_force(forge, settings.policy)
-    settings = replace(settings, policy=in_force.policy)
+    checked = authorization(plan, forge, settings)
+    settings = replace(settings, policy=checked.policy)
     target = Target(plan.target or "issue", plan.number) if plan.number is not None else None
-    if in_force.notes and target is not None and plan.action in HUMAN_TRIGGERS:
+    if checked.notes and target is not None and plan.action in HUMAN_TRIGGERS:
         with contextlib.suppress(ForgeError):
-            forge.create_comment(target, "\n\n".join(in_force.notes))
-    refusal = authorize(plan, forge, settings)
+            forge.create_comment(target, "\n\n".join(checked.notes))
+    refusal = checked.refusal
     if refusal is not None:
         if target is not None and plan.action in HUMAN_TRIGGERS:
-            upsert_status(forge, target,
-                          f"Thanks for the request, but opbot will not act on it: {refusal}.",
-                          settings.bot_login)
+            upsert_status(forge, target, refusal_text(refusal), settings.bot_login)
         return JobOutcome(True, plan.action, f"refused: {refusal}")
     with tempfile.TemporaryDirectory(prefix="opbot-job-") as tmp:
         job = _Job(plan=plan, forge=forge, settings=settings, workdir=Path(tmp))

@@ -22,6 +22,13 @@ from typing import Any
 
 MAX_RUNS = 3  # a job that kills its worker this many times is given up
 CONTROL_PREFIX = "control:"  # keys of jobs that steer other jobs (/cancel)
+STATES = ("queued", "running", "done", "failed", "cancelled")
+DEFAULT_STATE_DIR = Path(".opbot-state")  # `opbot serve` and `opbot queue` agree on it
+
+
+def queue_path(state_dir: Path) -> Path:
+    """The queue's database in a state folder (`--state-dir`)."""
+    return state_dir / "queue.sqlite3"
 
 
 def _today() -> str:
@@ -36,7 +43,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL,
     plan TEXT NOT NULL,
-    status TEXT NOT NULL,            -- queued | running | done | failed
+    status TEXT NOT NULL,            -- queued | running | done | failed | cancelled
     runs INTEGER NOT NULL DEFAULT 0,
     result TEXT,
     created REAL NOT NULL,
@@ -52,7 +59,36 @@ CREATE TABLE IF NOT EXISTS spend (
     usd REAL NOT NULL,
     PRIMARY KEY (repo, day)
 );
+CREATE TABLE IF NOT EXISTS counters (  -- monotonic totals no job row keeps (dispatch retries)
+    name TEXT PRIMARY KEY,
+    value REAL NOT NULL
+);
+-- Every time a job ends (done, failed, cancelled, however it got there), one more for its
+-- (action, outcome): a counter that a requeued or dropped job cannot take back, as
+-- Prometheus counters must never go down.
+CREATE TRIGGER IF NOT EXISTS count_finished_jobs AFTER UPDATE OF status ON jobs
+WHEN NEW.status IN ('done', 'failed', 'cancelled')
+     AND OLD.status NOT IN ('done', 'failed', 'cancelled')
+BEGIN
+    INSERT INTO counters (name, value) VALUES (
+        'jobs_total|'
+        || COALESCE(CASE WHEN json_valid(NEW.plan) THEN json_extract(NEW.plan, '$.action') END,
+                    '')
+        || '|'
+        || CASE WHEN NEW.status = 'cancelled' THEN 'cancelled'
+                WHEN NOT json_valid(NEW.result)
+                    THEN CASE NEW.status WHEN 'done' THEN 'ok' ELSE 'failed' END
+                WHEN json_extract(NEW.result, '$.outcome') IS NOT NULL
+                    THEN json_extract(NEW.result, '$.outcome')
+                WHEN json_extract(NEW.result, '$.summary') LIKE 'refused:%' THEN 'refused'
+                WHEN json_extract(NEW.result, '$.summary') = 'cancelled' THEN 'cancelled'
+                WHEN json_extract(NEW.result, '$.dry_run') THEN 'dry_run'
+                WHEN NEW.status = 'done' THEN 'ok' ELSE 'failed' END,
+        1)
+    ON CONFLICT (name) DO UPDATE SET value = value + 1;
+END;
 """
+_FINISHED_PREFIX = "jobs_total|"
 
 
 @dataclass(frozen=True)
@@ -78,6 +114,26 @@ class QueuedJob:
     key: str
     plan: dict[str, Any]
     runs: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job as an operator lists it (`opbot queue list`)."""
+
+    id: int
+    key: str
+    plan: dict[str, Any]
+    status: str
+    runs: int
+    result: dict[str, Any] | None
+    created: float
+    updated: float
+    not_before: float
+    cancel: bool
+
+
+class JobStateError(Exception):
+    """An operator's request names no job, or a job in a state it cannot apply to."""
 
 
 @dataclass(frozen=True)
@@ -271,3 +327,121 @@ class JobQueue:
         with self._lock:
             rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status")
             return {status: count for status, count in rows}
+
+    # -- what operators and monitoring read -------------------------------------------------
+    def bump(self, name: str, by: float = 1.0) -> None:
+        """Add to a durable counter (it survives restarts, as Prometheus counters should)."""
+        with self._lock:
+            self._db.execute("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT "
+                             "(name) DO UPDATE SET value = value + excluded.value", (name, by))
+
+    def counter_values(self) -> dict[str, float]:
+        with self._lock:
+            return {name: float(value) for name, value
+                    in self._db.execute("SELECT name, value FROM counters")}
+
+    def spent_total(self) -> float:
+        """Money recorded in the spend ledger, every repository and day together."""
+        with self._lock:
+            row = self._db.execute("SELECT COALESCE(SUM(usd), 0) FROM spend").fetchone()
+        return float(row[0])
+
+    def oldest_queued_created(self) -> float | None:
+        with self._lock:
+            row = self._db.execute("SELECT MIN(created) FROM jobs WHERE status = 'queued'"
+                                   ).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def oldest_claimable_since(self, control: bool = False) -> float | None:
+        """Since when the oldest job `claim(control)` would take now has been waiting to be
+        taken (its creation, or the end of its retry delay): None when there is none."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MIN(MAX(created, not_before)) FROM jobs AS queued WHERE status = "
+                "'queued' AND not_before <= ? AND (substr(key, 1, ?) = ?) = ? AND NOT EXISTS "
+                "(SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key AND "
+                "(busy.status = 'running' OR (busy.status = 'queued' AND "
+                "busy.id < queued.id)))",
+                (time.time(), len(CONTROL_PREFIX), CONTROL_PREFIX, control)).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    def outcomes(self) -> list[tuple[str | None, str | None, int]]:
+        """Finished jobs counted by (plan action, outcome): `refused` where the job (or the
+        dispatcher) declined, `dry_run`, `cancelled`, else `ok` or `failed`."""
+        found: list[tuple[str | None, str | None, int]] = []
+        for name, value in sorted(self.counter_values().items()):
+            if name.startswith(_FINISHED_PREFIX):
+                action, _, outcome = name.removeprefix(_FINISHED_PREFIX).partition("|")
+                found.append((action or None, outcome or None, int(value)))
+        return found
+
+    def rows(self, status: str | None = None) -> list[JobRow]:
+        """Jobs, oldest first; only those in `status` when given."""
+        where, args = ("WHERE status = ?", (status,)) if status else ("", ())
+        with self._lock:
+            found = self._db.execute(
+                "SELECT id, key, plan, status, runs, result, created, updated, "  # noqa: S608
+                f"not_before, cancel FROM jobs {where} ORDER BY id", args).fetchall()
+        return [_row(item) for item in found]
+
+    def row(self, job_id: int) -> JobRow:
+        with self._lock:
+            found = self._db.execute(
+                "SELECT id, key, plan, status, runs, result, created, updated, not_before, "
+                "cancel FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if found is None:
+            raise JobStateError(f"no job {job_id} in the queue")
+        return _row(found)
+
+    def requeue(self, job_id: int) -> JobRow:
+        """A failed job (a dispatch given up, a job that failed) queued again, due now, its
+        tries counted afresh."""
+        return self._change(job_id, ("failed",), "UPDATE jobs SET status = 'queued', runs = 0, "
+                            "cancel = 0, not_before = 0, updated = ? WHERE id = ?", "retried")
+
+    def drop(self, job_id: int) -> JobRow:
+        """A queued or failed job cancelled (kept, for the record); a running one asked to
+        stop, as /cancel does (a job run here stops at its next check; a dispatch is a
+        moment's work)."""
+        with self._lock:
+            row = self._db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is not None and row[0] == "running":
+            return self._change(job_id, ("running",), "UPDATE jobs SET cancel = 1, updated = ? "
+                                "WHERE id = ?", "asked to stop")
+        return self._change(job_id, ("queued", "failed"), "UPDATE jobs SET status = "
+                            "'cancelled', updated = ?, result = '{\"cancelled\": true, "
+                            "\"dropped\": true}' WHERE id = ?", "dropped")
+
+    def _change(self, job_id: int, states: tuple[str, ...], update: str, verb: str) -> JobRow:
+        """Run `update` (parameters: now, id) if the job is in one of `states`, atomically."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT status FROM jobs WHERE id = ?",
+                                       (job_id,)).fetchone()
+                if row is not None and row[0] in states:
+                    self._db.execute(update, (time.time(), job_id))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        if row is None:
+            raise JobStateError(f"no job {job_id} in the queue")
+        if row[0] not in states:
+            raise JobStateError(f"job {job_id} is {row[0]}: only a {' or '.join(states)} job "
+                                f"can be {verb}")
+        return self.row(job_id)
+
+
+
+
+
+def _row(row: Any) -> JobRow:
+    try:
+        plan = json.loads(row[2])
+    except ValueError:
+        plan = {}
+    return JobRow(id=int(row[0]), key=str(row[1]), plan=plan if isinstance(plan, dict) else {},
+                  status=str(row[3]), runs=int(row[4]), result=_result(row[5]),
+                  created=float(row[6]), updated=float(row[7]), not_before=float(row[8]),
+                  cancel=bool(row[9]))

@@ -7,6 +7,8 @@ previous one). Accepted deliveries are planned at once and queued in a durable q
 answer goes back within milliseconds, the work happens in the worker.
 The worker runs each job here, or with `--dispatch` hands it to the CI system (bot/dispatch.py).
 Bad input gets a 4xx, never a 5xx; the secret is never logged.
+For operators: /healthz (bot/health.py: 503 with the reasons when a worker is dead or the
+queue is stuck) and /metrics (bot/metrics.py, Prometheus text).
 """
 
 from __future__ import annotations
@@ -26,21 +28,30 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.agent.transcript import Redactor
-from bot.dispatch import RetryPolicy
+from bot.dispatch import RetryPolicy, given_up_text
 from bot.errors import BadInputError, OpbotError
 from bot.event_input import settle_from_forge
 from bot.events import TRIGGER_LABEL, Plan, job_key, plan_event
 from bot.forge import registry
 from bot.forge.base import Dispatch, ForgeError
 from bot.forge.plugin import ForgePlugin
+from bot.health import WORKER_NAMES, Heartbeat, Limits, stuck_after_from_environment, verdict
 from bot.identity import Identities
+from bot.metrics import (
+    CONTENT_TYPE,
+    DISPATCH_GIVEN_UP,
+    DISPATCH_RETRIES,
+    Deliveries,
+    TokenMeter,
+    render,
+)
 from bot.payload_json import PayloadError, load_payload
 from bot.policy import Policy, default_policy
-from bot.queue import CONTROL_PREFIX, JobQueue, QueuedJob, RequestKey, Submitted
+from bot.queue import CONTROL_PREFIX, JobQueue, QueuedJob, RequestKey, Submitted, queue_path
 from bot.trigger_labels import TriggerLabels, policy_text_from_environment
 
 SECRET_VARIABLE = "OPBOT_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
@@ -163,6 +174,14 @@ class ServerSettings:
     # Seconds the whole body may take to arrive before the delivery is answered 408.
     body_timeout_s: float = field(default_factory=body_timeout_from_environment)
     body_budget: BodyBudget = field(default_factory=BodyBudget)
+    # Dispatch mode: why a person's plan may not be handed over (None: it may), answered on
+    # its thread; None: no check here (the job checks anyway).
+    vet: Callable[[Plan], str | None] | None = None
+    # Says a text on the plan's issue or pull request (a dispatch given up).
+    report: Callable[[Plan, str], None] | None = None
+    limits: Limits = field(default_factory=lambda: Limits(
+        stuck_after_s=stuck_after_from_environment(),
+        running_limit_s=2 * default_policy().wall_seconds))
 
     def secrets_for(self, forge: str) -> list[str]:
         return self.forge_secrets.get(forge) or self.secrets
@@ -313,27 +332,55 @@ async def _receive(settings: ServerSettings, forge: ForgePlugin,
                                    forge.delivery_id(request.headers))
 
 
+def _delivery_outcome(response: JSONResponse) -> str:
+    """accepted, ignored, duplicate or rejected: a bounded label for /metrics."""
+    if response.status_code >= 400:
+        return "rejected"
+    if response.status_code == 200:
+        return "duplicate"
+    body = json.loads(bytes(response.body))
+    return "ignored" if body.get("job") is None else "accepted"
+
+
 def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
+    beats = {name: Heartbeat(name) for name in WORKER_NAMES}
+    deliveries = Deliveries()
+
     async def webhook(request: Request) -> JSONResponse:
         try:
             forge = registry.plugin(request.path_params["forge"])
         except registry.UnknownForgeError as exc:
+            deliveries.count("unknown", "rejected")
             return _answer(404, status="rejected", reason=str(exc))
-        return await _receive(settings, forge, request)
+        answer = await _receive(settings, forge, request)
+        deliveries.count(forge.name, _delivery_outcome(answer))
+        return answer
 
     async def healthz(request: Request) -> JSONResponse:
-        return _answer(200, status="ok", jobs=settings.queue.counts())
+        found = await run_in_threadpool(verdict, settings.queue, beats, settings.limits)
+        if found.healthy:
+            return _answer(200, status="ok", jobs=found.jobs, workers=found.workers)
+        return _answer(503, status="unhealthy", reasons=list(found.reasons), jobs=found.jobs,
+                       workers=found.workers)
+
+    async def metrics(request: Request) -> Response:
+        text = await run_in_threadpool(render, settings.queue,
+                                       {name: beat.up for name, beat in beats.items()},
+                                       deliveries)
+        return Response(text, headers={"Content-Type": CONTENT_TYPE})
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = threading.Event()
-        workers = [threading.Thread(target=work, args=(settings, stop, control), daemon=True,
-                                    name=f"opbot-{'control' if control else 'worker'}")
-                   for control in (False, True)]
+        workers = [threading.Thread(target=work, args=(settings, stop, name == "control",
+                                                       beats[name]),
+                                    daemon=True, name=f"opbot-{name}")
+                   for name in WORKER_NAMES]
         if start_worker:
             for forge in registry.names():  # learn who the bot is before the first delivery
                 settings.identities.login(forge)
-            for worker in workers:
+            for worker, name in zip(workers, WORKER_NAMES, strict=True):
+                beats[name].started(worker)
                 worker.start()
         try:
             yield
@@ -344,27 +391,45 @@ def make_app(settings: ServerSettings, start_worker: bool = True) -> Starlette:
                     worker.join(timeout=5)
 
     return Starlette(routes=[Route("/webhook/{forge}", webhook, methods=["POST"]),
-                             Route("/healthz", healthz, methods=["GET"])],
+                             Route("/healthz", healthz, methods=["GET"]),
+                             Route("/metrics", metrics, methods=["GET"])],
                      lifespan=lifespan)
 
 
-def work(settings: ServerSettings, stop: threading.Event, control: bool = False) -> None:
+def work(settings: ServerSettings, stop: threading.Event, control: bool = False,
+         beat: Heartbeat | None = None) -> None:
     """A worker: one job at a time, in queue order. The control worker runs only the jobs
-    that steer others (/cancel), so they never wait behind the job they stop."""
+    that steer others (/cancel), so they never wait behind the job they stop. `beat` shows
+    /healthz that it lives, and what ended it if something did."""
+    beat = beat or Heartbeat("control" if control else "main")
+    try:
+        _work(settings, stop, control, beat)
+    except BaseException as exc:
+        beat.dead(type(exc).__name__)
+        log.error("the %s worker stopped: %s", beat.name, type(exc).__name__)
+        raise
+
+
+def _work(settings: ServerSettings, stop: threading.Event, control: bool,
+          beat: Heartbeat) -> None:
     recovered = 0 if control else settings.queue.recover()
     if recovered:
         log.info("requeued %d job(s) a previous run left unfinished", recovered)
     while not stop.is_set():
+        beat.alive()
         job = settings.queue.claim(control=control)
         if job is None:
             stop.wait(_POLL_S)
             continue
+        beat.running(job.id)
         try:
             handle_job(settings, job)
         except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
             detail = settings.redactor.text(traceback.format_exc()[-3000:])
             log.warning("job %d failed: %s\n%s", job.id, type(exc).__name__, detail)
             settings.queue.finish(job.id, False, {"error": type(exc).__name__})
+        finally:
+            beat.running(None)
 
 
 def handle_job(settings: ServerSettings, job: QueuedJob) -> None:
@@ -390,9 +455,17 @@ def dispatch_job(settings: ServerSettings, dispatch: Callable[[Plan], Dispatch],
         settings.queue.finish(job.id, True, {"action": "ignore", "dispatched": False})
         return
     try:
-        sent = dispatch(plan)
+        refusal = settings.vet(plan) if settings.vet is not None else None
+        sent = dispatch(plan) if refusal is None else None
     except (ForgeError, OpbotError) as exc:
         _dispatch_failed(settings, job, plan, exc)
+        return
+    if sent is None:
+        log.info("job %d: %s for %s refused, not handed to CI: %s", job.id, plan.action,
+                 plan.repo, refusal)
+        settings.queue.finish(job.id, True, {"ok": True, "action": plan.action,
+                                             "outcome": "refused", "dispatched": False,
+                                             "summary": f"refused: {refusal}"})
         return
     log.info("job %d: handed %s for %s to %s CI%s", job.id, plan.action, plan.repo,
              plan.forge, f" ({sent.url})" if sent.url else "")
@@ -410,34 +483,54 @@ def _dispatch_failed(settings: ServerSettings, job: QueuedJob, plan: Plan,
     if delay is None:
         log.warning("job %d: could not hand %s to %s CI (try %d), giving up: %s", job.id,
                     plan.action, plan.forge, job.runs, reason)
-        settings.queue.finish(job.id, False, result)
+        settings.queue.finish(job.id, False, {**result, "given_up": True})
+        settings.queue.bump(DISPATCH_GIVEN_UP)
+        _report_given_up(settings, job, plan, reason)
         return
+    settings.queue.bump(DISPATCH_RETRIES)
     log.warning("job %d: could not hand %s to %s CI (try %d of %d), again in %.0f s: %s",
                 job.id, plan.action, plan.forge, job.runs, settings.retry.tries, delay, reason)
     settings.queue.retry(job.id, delay, result)
+
+
+def _report_given_up(settings: ServerSettings, job: QueuedJob, plan: Plan,
+                     reason: str) -> None:
+    """Tell the issue or pull request, once (the job is finished): a person waits there."""
+    if settings.report is None or plan.number is None:
+        return
+    try:
+        settings.report(plan, given_up_text(job.runs, reason, job.id))
+    except (ForgeError, OpbotError) as exc:  # the forge that failed the dispatch may fail this
+        log.warning("job %d: could not say so on %s#%s: %s", job.id, plan.repo, plan.number,
+                    settings.redactor.text(str(exc)))
 
 
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
           policy: Policy | None = None, dispatch: bool = False) -> None:
     import uvicorn
 
-    from bot.dispatch import dispatch_from_environment
+    from bot.dispatch import DispatchGuard, dispatch_from_environment
     from bot.jobs import run_plan_from_environment
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     policy = policy or default_policy()
     trigger_label, review_settle_s = policy.trigger_label, policy.review_settle_seconds
-    queue = JobQueue(state_dir / "queue.sqlite3")
+    queue = JobQueue(queue_path(state_dir))
+    ledger = TokenMeter(queue, policy.usd_per_million_tokens)
     identities = Identities()
+    guard = DispatchGuard(policy=policy, identities=identities, ledger=ledger)
     settings = ServerSettings(
         secrets=secrets_from_environment(), forge_secrets=forge_secrets_from_environment(),
         queue=queue, dry_run=dry_run,
         identities=identities, trigger_label=trigger_label, review_settle_s=review_settle_s,
         labels=TriggerLabels(policy, policy_text_from_environment(os.environ)),
         execute=lambda plan, stopped: run_plan_from_environment(
-            plan, ledger=queue, jobs=queue, identities=identities,
+            plan, ledger=ledger, jobs=queue, identities=identities,
             stopped=stopped, policy=policy).to_json(),
-        dispatch=dispatch_from_environment if dispatch else None)
+        dispatch=dispatch_from_environment if dispatch else None,
+        vet=guard.refusal if dispatch else None, report=guard.report if dispatch else None,
+        limits=Limits(stuck_after_s=stuck_after_from_environment(),
+                      running_limit_s=2 * policy.wall_seconds))
     if dispatch:
         log.info("dispatch mode: jobs are handed to the CI system, not run here")
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")

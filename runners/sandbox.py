@@ -210,9 +210,10 @@ def sandbox_remedy(said: str = "") -> str:
                 f"apparmor={APPARMOR_PROFILE} where AppArmor is on): Docker's defaults forbid "
                 "the namespaces bwrap creates and the /proc it mounts")
     if os.environ.get("INVOCATION_ID"):
-        return ("under systemd, allow the namespaces bwrap creates: RestrictNamespaces=user "
-                "mnt pid net ipc uts and SystemCallFilter=@system-service @mount (the shipped "
-                "opbot-serve.service does)")
+        return ("under systemd, allow the namespaces bwrap creates and the /proc it mounts: "
+                "RestrictNamespaces=user mnt pid net ipc uts cgroup, SystemCallFilter="
+                "@system-service @mount, and no ProtectKernelTunables or ProtectKernelLogs "
+                "(they mask parts of /proc), as the shipped opbot-serve.service does")
     return "see runners/provision/README.md, \"The sandbox in job containers\""
 
 

