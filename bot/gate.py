@@ -6,7 +6,7 @@ runs the checks `run_plan` runs before any work: the bot's own event, the policy
 (the operator's, tightened by the repository's `.opbot.yaml`) and `authorize()`, which
 reads the actor's permission from the forge. It reads only: the forge it checks with
 refuses every other call (ReadOnlyForge), so no comment, reaction or status comes of it.
-Only `answer_refusal`, which the caller asks for separately (`--answer-refusals`), posts:
+Only `answer_refused`, which the caller asks for separately (`--answer-refusals`), posts:
 the status comment run_plan would have posted, so that a refused person learns why.
 
 The gate only saves runner time; it is not the guard. The heavy job checks everything
@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -30,6 +31,7 @@ from bot.forge.base import Forge, ForgeError, Target
 from bot.job_settings import JobSettings
 from bot.jobs import HUMAN_TRIGGERS, authorization, authorize, refusal_text
 from bot.policy import Policy
+from bot.publish import answer_refusal
 
 # What the heavy job's workflow reads (GITHUB_OUTPUT's `name=value` lines).
 OUTPUT_NAMES = ("run", "action", "op")
@@ -47,7 +49,7 @@ class Verdict:
     checked: bool = True
     refusal: str | None = None  # authorize()'s words, when it refused
     notes: tuple[str, ...] = ()  # what run_plan tells the repository about its .opbot.yaml
-    answered: bool = False  # the refusal was posted (answer_refusal)
+    answered: bool = False  # the refusal was posted (answer_refused)
 
     def to_json(self) -> dict[str, Any]:
         # The plan's fields stay as `--dry-run` prints them, but `reason` is the gate's:
@@ -161,11 +163,31 @@ def _whoami(forge: Forge) -> str | None:
     return None
 
 
+# The gate's whole answer must come well inside its job's time limit: a forge that asks for
+# long waits (a rate limit's Retry-After) is "cannot tell here", and the heavy job checks.
+GATE_DEADLINE_S = 60.0
+
+
+class OutOfTimeError(ForgeError):
+    """The forge asked the gate to wait past its deadline."""
+
+
+def _sleep_until(deadline: float) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        if time.monotonic() + seconds > deadline:
+            raise OutOfTimeError(f"the forge asked to wait {seconds:.0f} s, past the gate's "
+                                 f"{GATE_DEADLINE_S:.0f} s")
+        time.sleep(seconds)
+    return sleep
+
+
 def _connect(plan: Plan, environ: Mapping[str, str]) -> Forge:
     from bot.forge.retrying import RetryingForge
     from bot.jobs import forge_from_environment
 
-    return cast(Forge, RetryingForge(forge_from_environment(plan, environ)))
+    deadline = time.monotonic() + GATE_DEADLINE_S
+    return cast(Forge, RetryingForge(forge_from_environment(plan, environ),
+                                     sleep=_sleep_until(deadline)))
 
 
 def gate_event(plan: Plan, *, policy: Policy, bot_login: str | None = None,
@@ -185,14 +207,32 @@ def gate_event(plan: Plan, *, policy: Policy, bot_login: str | None = None,
     settings = replace(settings, bot_login=settings.bot_login or _whoami(forge))
     verdict = decide(plan, cast(Forge, ReadOnlyForge(forge)), settings)
     if answer_refusals:
-        verdict = answer_refusal(verdict, forge, settings.bot_login)
+        verdict = answer_refused(verdict, forge, settings.bot_login)
+        if verdict.run and verdict.checked and plan.action in ANSWERED_HERE:
+            verdict = _answer_here(verdict, forge, settings)
     return verdict
+
+
+# Requests the gate job answers itself on its hosted runner: no accelerator needed to list
+# the commands, or to say that a CI run is cancelled in the CI system.
+ANSWERED_HERE = frozenset({"help", "cancel"})
+
+
+def _answer_here(verdict: Verdict, forge: Forge, settings: JobSettings) -> Verdict:
+    from bot.jobs import run_plan
+
+    outcome = run_plan(verdict.plan, forge, settings)
+    if not outcome.ok:  # the heavy job tries again
+        return replace(verdict, reason=f"{verdict.reason} (answering here failed: "
+                       f"{outcome.summary})")
+    return replace(verdict, run=False, answered=True,
+                   reason=f"answered by the gate: {outcome.summary}")
 
 
 # -- answering a refused person ------------------------------------------------------------
 
 
-def answer_refusal(verdict: Verdict, forge: Forge, bot_login: str | None) -> Verdict:
+def answer_refused(verdict: Verdict, forge: Forge, bot_login: str | None) -> Verdict:
     """Tell the person whose request was refused why, as run_plan would have: the notes on
     the repository's .opbot.yaml, then the refusal as the bot's status comment. Only a
     person's request on an issue or pull request is answered (a CI event or the nightly
@@ -205,9 +245,8 @@ def answer_refusal(verdict: Verdict, forge: Forge, bot_login: str | None) -> Ver
         with contextlib.suppress(ForgeError):  # a courtesy, as in run_plan
             forge.create_comment(target, "\n\n".join(verdict.notes))
     try:
-        from bot.publish import upsert_status
-
-        upsert_status(forge, target, refusal_text(verdict.refusal), bot_login)
+        answer_refusal(forge, target, refusal_text(verdict.refusal), bot_login,
+                       plan.comment_id if plan.command else None)
     except ForgeError as exc:
         return replace(verdict, reason=f"{verdict.reason} (the answer could not be posted: "
                        f"{exc})")

@@ -45,6 +45,7 @@ from bot.publish import (
     GitWorkspace,
     Published,
     PublishError,
+    answer_refusal,
     branch_for,
     check_change,
     marker,
@@ -73,8 +74,8 @@ def authorize(plan: Plan, forge: Forge, settings: JobSettings) -> str | None:
     if plan.repo and policy.usd_per_day > 0 and (
             settings.ledger.spent_today(plan.repo) >= policy.usd_per_day):
         return f"today's budget for {plan.repo} (${policy.usd_per_day:g}) is spent"
-    if plan.action not in HUMAN_TRIGGERS:
-        return None
+    if plan.action not in HUMAN_TRIGGERS | {"help"}:
+        return None  # CI events and the schedule: the forge started them, not a person
     if not plan.actor:
         return "the event names no actor"
     permission = forge.permission(plan.actor)
@@ -710,7 +711,8 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
     refusal = checked.refusal
     if refusal is not None:
         if target is not None and plan.action in HUMAN_TRIGGERS:
-            upsert_status(forge, target, refusal_text(refusal), settings.bot_login)
+            answer_refusal(forge, target, refusal_text(refusal), settings.bot_login,
+                           plan.comment_id if plan.command else None)
         return JobOutcome(True, plan.action, f"refused: {refusal}")
     with tempfile.TemporaryDirectory(prefix="opbot-job-") as tmp:
         job = _Job(plan=plan, forge=forge, settings=settings, workdir=Path(tmp))

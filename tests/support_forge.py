@@ -159,10 +159,12 @@ def ci_deliveries(fake: FakeForge) -> list[CiDelivery]:
     for effect in fake.effects:
         if effect.forge == "github" and effect.kind == "dispatch":
             event_type, client_payload = effect.detail.split(":", 1)
-            # The repository_dispatch webhook body, as Actions writes it to GITHUB_EVENT_PATH.
+            # The repository_dispatch webhook body, as Actions writes it to GITHUB_EVENT_PATH;
+            # its sender is whoever's token sent it: the bot's.
             found.append(CiDelivery("github", effect.repo, None, "repository_dispatch", {
                 "action": event_type, "client_payload": json.loads(client_payload),
-                "repository": {"full_name": effect.repo}}))
+                "repository": {"full_name": effect.repo},
+                "sender": {"login": fake.bot, "type": "Bot"}}))
         elif effect.forge == "gitlab" and effect.kind == "pipeline":
             ref, variables = effect.detail.split(":", 1)
             for variable in json.loads(variables):

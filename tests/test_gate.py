@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,9 @@ def test_a_read_only_collaborators_regen_is_refused_and_nothing_is_posted(
 def test_a_refusal_is_answered_once_in_the_jobs_words(
         fake: FakeForge, world: World, reader: str, tmp_path: Path) -> None:
     payload = _regen_comment(fake, world.pull.number, reader)
+    # The person's comment exists on the forge, as a delivered one does.
+    payload["comment"]["id"] = fake.add_comment(REPO, world.pull.number, "/regen",
+                                                author=reader).id
     verdict = _verdict(_gate(payload, tmp_path, _env(fake), "--answer-refusals"))
     assert (verdict["run"], verdict["answered"]) == (False, True)
     posted = fake.effect_log()
@@ -110,11 +114,50 @@ def test_a_refusal_is_answered_once_in_the_jobs_words(
                     str(path), "--json", env=_env(fake), timeout=120)
     assert job.code == 0, job.stderr
     assert json.loads(job.stdout)["summary"] == verdict["reason"]
-    edits = fake.effect_log()[1:]
-    assert len(edits) == 1
-    body = posted[0].split(":comment:", 1)[1]
-    assert edits[0].startswith(f"github:{REPO}#{world.pull.number}:comment-edit:")
-    assert edits[0].endswith(f":{body}")
+    # The status comment is the bot's record of its work on the thread: a second answer to
+    # a refused command is a thumbs-down on that command, never an edit of the record.
+    later = fake.effect_log()[1:]
+    assert [effect for effect in later
+            if ":comment:" in effect or ":comment-edit:" in effect] == []
+    assert f"github:{REPO}#{world.pull.number}:reaction:comment-{payload['comment']['id']}:-1" \
+        in later
+
+
+def _command(fake: FakeForge, number: int, author: str, body: str) -> dict[str, Any]:
+    payload = _regen_comment(fake, number, author)
+    payload["comment"]["body"] = body
+    payload["comment"]["id"] = fake.add_comment(REPO, number, body, author=author).id
+    return payload
+
+
+def test_help_and_cancel_are_answered_by_the_gate_never_on_an_npu(
+        fake: FakeForge, world: World, tmp_path: Path) -> None:
+    """Listing the commands, or saying that a CI run is cancelled in the CI system, needs no
+    accelerator: the gate's hosted job answers, and the NPU job does not start."""
+    outputs = tmp_path / "github-output"
+    helped = _verdict(_gate(_command(fake, world.pull.number, "alice", "/help"), tmp_path,
+                            _env(fake, outputs), "--answer-refusals"))
+    assert (helped["run"], helped["answered"]) == (False, True)
+    assert helped["reason"].startswith("answered by the gate: ")
+    assert outputs.read_text(encoding="utf-8").startswith("run=false\naction=help\n")
+    posted = [effect for effect in fake.effect_log() if ":comment:" in effect]
+    assert len(posted) == 1
+    assert "/regen" in posted[0]  # the list of commands
+    cancelled = _verdict(_gate(_command(fake, world.pull.number, "alice", "/cancel"), tmp_path,
+                               _env(fake), "--answer-refusals"))
+    assert (cancelled["run"], cancelled["answered"]) == (False, True)
+
+
+def test_a_strangers_help_takes_no_runner_and_gets_no_answer(
+        fake: FakeForge, world: World, reader: str, tmp_path: Path) -> None:
+    """/help is answered for people the bot works for: anyone else's burst of /help would
+    otherwise be a burst of comments (or of NPU jobs)."""
+    for _ in range(3):
+        verdict = _verdict(_gate(_command(fake, world.pull.number, reader, "/help"), tmp_path,
+                                 _env(fake), "--answer-refusals"))
+        assert verdict["run"] is False
+        assert "has read permission" in verdict["reason"]
+    assert fake.effects == []
 
 
 def test_a_maintainers_regen_runs(fake: FakeForge, world: World, tmp_path: Path) -> None:
@@ -282,3 +325,16 @@ def test_an_output_value_is_always_one_line() -> None:
     data = Verdict(copy.copy(plan), True, "authorized").to_json()
     assert (data["run"], data["reason"], data["plan_reason"]) == (
         True, "authorized", "/regen on an op request issue")
+
+
+def test_a_rate_limited_forge_makes_the_gate_run_unchecked_not_hang(
+        fake: FakeForge, world: World, tmp_path: Path) -> None:
+    """Its job has a time limit: a forge that asks for a long wait must not let the gate
+    time out (which would skip the work and tell no one)."""
+    fake.rate_limit_next("github", 40, retry_after=3000)
+    started = time.monotonic()
+    verdict = _verdict(_gate(_regen_comment(fake, world.pull.number, "alice"), tmp_path,
+                             _env(fake)))
+    assert time.monotonic() - started < 60
+    assert (verdict["run"], verdict["checked"]) == (True, False)
+    assert "not checked here" in verdict["reason"]

@@ -301,6 +301,10 @@ DOCTOR_REPORTS: dict[str, dict[str, Any]] = {
         "version": "3.2.0", "distribution": "triton-ascend 3.2.0",
         "ascend_pairing": {"ok": False, "message": "CANN 9.x needs triton-ascend >= 3.2.1"}}},
     "crashed": {"error": "RuntimeError: boom"},
+    # Types the verdict does not expect must fail the pre-flight, never pass it by a crash.
+    "odd-types": {**_GOOD_REPORT, "cann": "found",
+                  "sandbox": {"works": False, "reason": "bwrap cannot start"}},
+    "odd-sandbox": {**_GOOD_REPORT, "sandbox": ["works"]},
 }
 
 
@@ -402,6 +406,8 @@ def test_check_runner_tolerates_an_opbot_without_doctor(tmp_path: Path) -> None:
     ("no-npu", "FAIL: torch_npu does not import: ImportError: libhccl.so", 2),
     ("mismatch", "FAIL: triton-ascend does not match CANN: CANN 9.x needs", 1),
     ("crashed", "FAIL: opbot doctor could not finish: RuntimeError: boom", 1),
+    ("odd-types", "FAIL: opbot doctor's report has a malformed `cann`", 2),
+    ("odd-sandbox", "FAIL: opbot doctor's report has a malformed `sandbox`", 1),
 ])
 def test_check_runner_reads_the_doctor_report(tmp_path: Path, report: str, says: str,
                                               count: int) -> None:
@@ -513,6 +519,51 @@ def test_dockerfile_build_context_is_an_allowlist() -> None:
     assert allowed == {"pyproject.toml", "README.md", "bot", "runners"}
     for path in allowed:
         assert (REPO / path).exists(), path
+
+
+def _dockerignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
+    """(excludes, pattern) per rule, as docker's patternmatcher reads them."""
+    rules = []
+    for raw in (PROVISION / "Dockerfile.dockerignore").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        excludes = not line.startswith("!")
+        pattern = line.lstrip("!").strip("/")
+        regex = ""
+        for part in re.split(r"(\*\*/|\*\*|\*|\?)", pattern):
+            regex += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(
+                part, re.escape(part))
+        rules.append((excludes, re.compile(regex)))
+    return rules
+
+
+def in_build_context(path: str, rules: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    # The last rule matching the path or one of its parent folders decides.
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:index]) for index in range(1, len(parts) + 1)]
+    included = True
+    for excludes, pattern in rules:
+        if any(pattern.fullmatch(prefix) for prefix in prefixes):
+            included = not excludes
+    return included
+
+
+def test_dockerfile_build_context_keeps_credentials_out() -> None:
+    rules = _dockerignore_rules()
+    for secret in ("bot/app.pem", "runners/provision/github-app.key", "bot/x/deploy.token",
+                   "runners/.env", "runners/.env.local", "bot/.envrc", "bot/prod.env",
+                   "runners/provision/id_rsa", "bot/deep/er/id_ed25519.pub", ".env",
+                   ".git/config", ".venv/bin/python", "bot/__pycache__/x.pyc",
+                   "tests/test_provision.py", "secrets/app.pem"):
+        assert not in_build_context(secret, rules), secret
+    for kept in ("pyproject.toml", "README.md", "bot/__init__.py", "runners/sandbox.py",
+                 "runners/provision/github_jit.py", "runners/provision/seccomp-bwrap.json"):
+        assert in_build_context(kept, rules), kept
+    # What the repository holds under bot/ and runners/ all goes in: no rule is too wide.
+    tracked = subprocess.run(["git", "ls-files", "bot", "runners"], cwd=REPO, text=True,
+                             capture_output=True, check=False).stdout.split()
+    assert [path for path in tracked if not in_build_context(path, rules)] == []
 
 
 def test_dockerfile_entrypoint_and_copies(dockerfile: list[Instruction]) -> None:
@@ -632,6 +683,16 @@ def test_runner_unit_restarts_per_job_but_not_on_refusal() -> None:
     assert exec_start[1].endswith("runners/provision/github_jit.py")
     assert "--preflight-in-image" in exec_start
     assert exec_start[exec_start.index("--npu") + 1] == "%i"
+    # Organisation or repository: github_jit.py reads OPBOT_GITHUB_ORG / _REPO itself.
+    assert "--org" not in exec_start
+    assert "--repo" not in exec_start
+    for kept in ("--runner-group-id", "--soc", "--docker-image"):
+        assert kept in exec_start, kept
+    # Transient trouble never stops the unit for good: no start limit, a steady pace.
+    unit = parse_unit(RUNNER_UNIT)["Unit"]
+    assert unit["StartLimitIntervalSec"] == "0"
+    assert "StartLimitBurst" not in unit
+    assert service["RestartSec"] == "15s"
     assert all(path.lstrip("-").startswith("/etc/opbot/")
                for path in _unit_values(RUNNER_UNIT, "EnvironmentFile"))
     assert service["NoNewPrivileges"] == "yes"
@@ -647,13 +708,19 @@ def test_runner_unit_stops_the_container_of_its_chip() -> None:
     service = parse_unit(RUNNER_UNIT)["Service"]
     # The fixed name github_jit.py gives the chip's container; "-": no container is fine.
     assert _unit_values(RUNNER_UNIT, "ExecStartPre") == [
-        "-/usr/bin/docker rm -f opbot-runner-npu%i"]
+        "-/usr/bin/docker rm -f opbot-runner-npu%i opbot-runner-npu%i-preflight"]
     stop = shlex.split(service["ExecStop"])
     assert stop[:3] == ["/usr/bin/docker", "stop", "--time"]
     assert stop[-1] == "opbot-runner-npu%i"
     grace = int(stop[3])
     assert grace < int(service["TimeoutStopSec"].rstrip("s")), "docker's SIGKILL must come first"
-    assert service["ExecStopPost"] == "-/usr/bin/docker rm -f opbot-runner-npu%i"
+    assert service["ExecStopPost"] == (
+        "-/usr/bin/docker rm -f opbot-runner-npu%i opbot-runner-npu%i-preflight")
+    # The names are github_jit.py's for the one chip of the instance (%i).
+    for chip in (0, 7):
+        names = [github_jit.container_name([chip]), github_jit.preflight_container_name([chip])]
+        assert service["ExecStopPost"].replace("%i", str(chip)).split()[-2:] == names
+        assert stop[-1].replace("%i", str(chip)) == names[0]
     # The broker's settings are optional; the token file is not.
     assert _unit_values(RUNNER_UNIT, "EnvironmentFile") == [
         "/etc/opbot/github-runner.env", "-/etc/opbot/broker.env"]
@@ -934,7 +1001,12 @@ def test_jit_needs_the_token_and_the_chip(github: FakeGitHub, tmp_path: Path) ->
     not_http = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
                     "--api-url", "file:///etc/passwd", "--dry-run")
     assert not_http.returncode == github_jit.EXIT_CONFIG
-    assert "must be an http(s) URL" in not_http.stderr
+    assert "must be an https URL" in not_http.stderr
+    # The admin token would cross the network in clear text: only loopback may be http.
+    clear = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                 "--api-url", "http://github.example.com/api/v3", "--dry-run")
+    assert clear.returncode == github_jit.EXIT_CONFIG
+    assert "must be an https URL" in clear.stderr
     usage = _jit("--org", "acme", "--repo", "a/b", "--runner-group-id", "7")
     assert usage.returncode == github_jit.EXIT_USAGE
     assert github.requests == []

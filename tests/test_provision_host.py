@@ -64,8 +64,9 @@ def test_apparmor_profile_is_named_and_well_formed() -> None:
     assert "attach_disconnected" in header
     assert "include <tunables/global>" in preamble  # defines @{PROC}
     assert any(line.startswith("abi <abi/4.0>") for line in preamble)  # knows `userns`
-    # No nested blocks (hats, child profiles): only variables such as @{PROC} use braces.
-    bare = [re.sub(r"@\{\w+\}", "", line) for line in rules]
+    # No nested blocks (hats, child profiles): only variables such as @{PROC} and path
+    # alternations such as {abi,kernel} use braces.
+    bare = [re.sub(r"@\{\w+\}|\{[\w,]+\}", "", line) for line in rules]
     assert not any("{" in line or "}" in line for line in bare), bare
     for rule in rules:
         assert rule.endswith(",") or rule.startswith("include "), f"rule without a comma: {rule}"
@@ -94,7 +95,8 @@ def test_apparmor_profile_allows_what_bwrap_needs() -> None:
 
 
 @pytest.mark.parametrize(("path", "modes"), [
-    ("@{PROC}/sys/**", "w"), ("@{PROC}/sysrq-trigger", "rw"), ("@{PROC}/kcore", "rw"),
+    ("@{PROC}/sys/{abi,crypto,debug,dev,fs,kernel,net,sunrpc,vm}/**", "w"),
+    ("@{PROC}/sysrq-trigger", "rw"), ("@{PROC}/kcore", "rw"),
     ("@{PROC}/kallsyms", "r"), ("/sys/**", "w"), ("/sys/firmware/**", "r"),
     ("/sys/kernel/security/**", "rw"),
 ])
@@ -217,7 +219,7 @@ def test_check_runner_takes_the_policy_opt_out_from_the_doctor_report(tmp_path: 
 
 @pytest.mark.parametrize("sandbox", [
     {"works": True, "reason": None, "bwrap": "/usr/bin/bwrap", "profile": None},
-    {"works": None}, "not an object"])
+    {"works": None}])
 def test_check_runner_holds_only_a_failed_sandbox_against_the_runner(
         tmp_path: Path, sandbox: Any) -> None:
     host = _fake_host(tmp_path)
@@ -225,6 +227,15 @@ def test_check_runner_holds_only_a_failed_sandbox_against_the_runner(
     done = host.run()
     assert done.returncode == 0, done.stdout
     assert "the sandbox does not work" not in done.stdout
+
+
+def test_check_runner_fails_a_sandbox_report_it_cannot_read(tmp_path: Path) -> None:
+    """A report of the wrong shape is no evidence that the sandbox works."""
+    host = _fake_host(tmp_path)
+    _doctor_reports(tmp_path, "not an object")
+    done = host.run()
+    assert done.returncode == 1, done.stdout
+    assert "FAIL: opbot doctor's report has a malformed `sandbox`" in done.stdout
 
 
 def _real_bwrap() -> str:
@@ -508,6 +519,23 @@ def test_gitlab_refuses_a_root_user_and_a_missing_policy(tmp_path: Path) -> None
     missing = _register(tmp_path, OPBOT_POLICY=str(tmp_path / "nowhere.yaml"))
     assert missing.returncode == 1
     assert "nowhere.yaml" in missing.stderr
+
+
+@pytest.mark.parametrize("user", ["00", "0000", "0000:1", "root:0", "10001:0",
+                                  "10001:root", "10001:000", "+0", " 0", "0 ", "-1",
+                                  "10001:", "ro ot", "1e3"])
+def test_gitlab_refuses_root_in_any_spelling(tmp_path: Path, user: str) -> None:
+    done = _register(tmp_path, OPBOT_JOB_USER=user)
+    assert done.returncode == 1, done.stdout
+    assert "OPBOT_JOB_USER" in done.stderr
+    assert "--docker-user" not in done.stdout
+
+
+@pytest.mark.parametrize("user", ["10001", "10001:10001", "opbot", "opbot:opbot", "1000:100"])
+def test_gitlab_takes_an_ordinary_job_user(tmp_path: Path, user: str) -> None:
+    done = _register(tmp_path, OPBOT_JOB_USER=user)
+    assert done.returncode == 0, done.stderr
+    assert _flag_values(shlex.split(done.stdout), "--docker-user") == [user]
 
 
 def test_gitlab_reports_a_seccomp_profile_it_cannot_read(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import jwt
 import pytest
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -291,6 +292,14 @@ def test_limits_null_means_no_limit(tmp_path: Path) -> None:
     ({"cpusets": {"0": "7-3"}}, "ascending range"),
     ({"cpusets": {"0": 5}}, "must be a cpuset"),
     ({"cpusets": ["0-3"]}, "runner.cpusets must map"),
+    ({"cpusets": {"0": "\u0660-\u0663"}}, "is not a CPU number"),  # Unicode digits: docker says no
+    ({"cpusets": {"\u0660": "0-3"}}, "is not an NPU number"),
+    ({"cpusets": {"0": "0-16384"}}, "CPU numbers 0-16383"),
+    ({"cpusets": {"0": "99999999999999999999"}}, "is not a CPU number"),
+    ({"memory_bytes": 17 * 1024**4}, "runner.memory_bytes must be at most 17592186044416"),
+    ({"pids": 4_194_305}, "runner.pids must be at most 4194304"),
+    ({"shm_bytes": 2 * 1024**4, "memory_bytes": None}, "runner.shm_bytes must be at most"),
+    ({"shm_bytes": 8 * 1024**3, "memory_bytes": 4 * 1024**3}, "must not exceed"),
 ])
 def test_limits_refuse_bad_values(tmp_path: Path, runner: Any, says: str) -> None:
     done = _limits("--policy", str(_policy(tmp_path, runner)), "--npu", "0", "--format",
@@ -299,6 +308,13 @@ def test_limits_refuse_bad_values(tmp_path: Path, runner: Any, says: str) -> Non
     assert says in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_limits_cpus_per_job_stays_below_the_highest_cpu_number() -> None:
+    policy = {"runner": {"cpus_per_job": 4096}}
+    assert job_limits.limits_for(policy, [3]).cpuset == "12288-16383"
+    with pytest.raises(job_limits.LimitsError, match="past the highest CPU number 16383"):
+        job_limits.limits_for(policy, [4])
 
 
 def test_limits_missing_policy_and_yaml_without_pyyaml(tmp_path: Path) -> None:
@@ -310,7 +326,8 @@ def test_limits_missing_policy_and_yaml_without_pyyaml(tmp_path: Path) -> None:
     policy.write_text("runner:\n  pids: 100\n  cpusets: {0: '0-7'}\n")
     without = _limits("--policy", str(policy), "--npu", "0", "--format", "json")
     assert without.returncode == 2
-    assert "install python3-yaml" in without.stderr
+    assert "apt-get install python3-yaml" in without.stderr
+    assert "dnf install python3-pyyaml" in without.stderr
     with_yaml = _limits("--policy", str(policy), "--npu", "0", "--format", "json", yaml=True)
     assert with_yaml.returncode == 0, with_yaml.stderr
     assert json.loads(with_yaml.stdout)["cpuset"] == "0-7"
@@ -342,6 +359,160 @@ def _docker_plan(tmp_path: Path, *extra: str, apparmor: str = "Y",
     return done
 
 
+BASE_ARGS = ["--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3"]
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    with pytest.raises(SystemExit) as caught:
+        github_jit.parse_args([*BASE_ARGS, *args])
+    assert caught.value.code == github_jit.EXIT_USAGE
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "img with space", "img\n",
+                                   "img\tx", "", "img:tag@sha256:short", "UPPER/Name"])
+def test_jit_refuses_a_docker_image_that_is_no_reference(
+        capsys: pytest.CaptureFixture[str], image: str) -> None:
+    said = _usage_error(capsys, f"--docker-image={image}", "--npu", "0")
+    assert "is not an image reference" in said
+
+
+@pytest.mark.parametrize("image", [
+    "opbot-ascend:8.3", "opbot-ascend", "localhost:5000/opbot/ascend:8.3",
+    "registry.example.com/team/opbot:8.3-rc1", "ghcr.io/acme/opbot@sha256:" + "a" * 64])
+def test_jit_takes_ordinary_image_references(image: str) -> None:
+    args = github_jit.parse_args([*BASE_ARGS, "--docker-image", image, "--npu", "0"])
+    assert args.docker_image == image
+
+
+@pytest.mark.parametrize("npu", ["-1", "", "0,0", "1, 1", "\u0663", "0,,1", "0,", "x", "99999"])
+def test_jit_refuses_odd_npu_lists(capsys: pytest.CaptureFixture[str], npu: str) -> None:
+    said = _usage_error(capsys, "--docker-image", "img", f"--npu={npu}")
+    assert "--npu" in said
+
+
+def test_jit_npu_lists_it_takes() -> None:
+    for npu, chips in [("0", [0]), ("3,1", [3, 1]), (" 0 , 1 ", [0, 1])]:
+        args = github_jit.parse_args([*BASE_ARGS, "--docker-image", "img", "--npu", npu])
+        assert args.chips == chips
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "-inf"])
+def test_jit_refuses_a_wait_max_that_is_no_duration(capsys: pytest.CaptureFixture[str],
+                                                    value: str) -> None:
+    assert "--rate-limit-wait-max" in _usage_error(capsys, f"--rate-limit-wait-max={value}")
+
+
+def test_jit_refuses_a_systempaths_typo_in_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # argparse does not check choices of an environment default: "Unconfined" used to
+    # keep the masks silently, and with them the sandbox off.
+    monkeypatch.setenv(github_jit.SYSTEMPATHS_ENV, "Unconfined")
+    said = _usage_error(capsys, "--docker-image", "img", "--npu", "0")
+    assert github_jit.SYSTEMPATHS_ENV in said
+    monkeypatch.setenv(github_jit.SYSTEMPATHS_ENV, "masked")
+    args = github_jit.parse_args([*BASE_ARGS, "--docker-image", "img", "--npu", "0"])
+    assert args.systempaths == "masked"
+
+
+@pytest.mark.parametrize("url", ["http://broker.example.com:8787", "ftp://127.0.0.1",
+                                 "http://10.0.0.5"])
+def test_jit_refuses_a_plain_http_broker_off_this_host(
+        capsys: pytest.CaptureFixture[str], url: str) -> None:
+    assert "--broker" in _usage_error(capsys, "--broker", url)
+
+
+def test_jit_takes_an_https_or_loopback_broker() -> None:
+    for url in ("https://broker.example.com", "http://127.0.0.1:8787", "http://[::1]:8787",
+                "http://localhost:8787"):
+        assert github_jit.parse_args([*BASE_ARGS, "--broker", url]).broker == url
+
+
+@pytest.mark.parametrize("token", ["ghp_abc\r", "ghp_a\nbc", "ghp\x1babc", " ghp_abc"])
+def test_jit_token_with_control_characters_is_exit_3_without_asking(
+        sequenced: _Sequenced, tmp_path: Path, token: str) -> None:
+    done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "npu-host-0", "--api-url", sequenced.url, "--runner-dir",
+                str(_fake_runner(tmp_path)),
+                env=_base_env(OPBOT_RUNNER_ADMIN_TOKEN=token))
+    assert done.returncode == github_jit.EXIT_CONFIG, done.stderr
+    assert "OPBOT_RUNNER_ADMIN_TOKEN holds control characters" in done.stderr
+    assert sequenced.requests == []
+
+
+def test_jit_check_token_names_the_variable() -> None:
+    with pytest.raises(github_jit.ConfigError, match=r"\$OPBOT_BROKER_TOKEN"):
+        github_jit.check_token("abc\x7f", "OPBOT_BROKER_TOKEN")
+    github_jit.check_token("ghp_plain0123", "OPBOT_BROKER_TOKEN")
+
+
+SECRET_NAMES = ["GH_PAT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "GITHUB_TOKEN", "DB_PASSWORD", "DB_PASS", "NPM_AUTH", "AUTH_HEADER",
+                "SSH_PRIVATE_KEY", "PRIVATEKEY", "API_KEY", "OPBOT_LLM_API_KEY", "MY_CREDS",
+                "CREDENTIALS_FILE", "SESSION_COOKIE", "TLS_CERT", "KEYRING_PASS",
+                "AZURE_STORAGE_ACCESSKEY", "HF_APIKEY", "gh_pat"]
+PLAIN_NAMES = ["PATH", "LD_LIBRARY_PATH", "ASCEND_HOME_PATH", "PYTHONPATH", "HOME", "LANG",
+               "HTTPS_PROXY", "ASCEND_RT_VISIBLE_DEVICES", "RUNNER_DIR", "MANPATH",
+               "ASCEND_OPP_PATH", "TERM", "USER"]
+
+
+def test_jit_secret_names_both_ways() -> None:
+    assert [name for name in SECRET_NAMES if not github_jit.is_secret_name(name)] == []
+    assert [name for name in PLAIN_NAMES if github_jit.is_secret_name(name)] == []
+    environ = {name: "v" for name in SECRET_NAMES + PLAIN_NAMES}
+    assert set(github_jit.runner_environment(environ, "OPBOT_RUNNER_ADMIN_TOKEN")) == set(
+        PLAIN_NAMES)
+
+
+def test_jit_stays_standalone() -> None:
+    # It runs with the host's python3, beside job_limits.py only: no opbot imports.
+    text = (PROVISION / "github_jit.py").read_text()
+    assert "runners.sandbox" not in text
+    assert not re.search(r"^\s*(from|import) (bot|runners)\b(?!\.provision)", text,
+                         re.MULTILINE)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"OPBOT_GITHUB_ORG": "acme"}, ("acme", None)),
+    ({"OPBOT_GITHUB_REPO": "acme/npu"}, (None, "acme/npu")),
+])
+def test_jit_org_or_repo_from_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                              env: dict[str, str],
+                                              expected: tuple[str | None, str | None]) -> None:
+    for name in (github_jit.ORG_ENV, github_jit.REPO_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = github_jit.parse_args(["--runner-group-id", "1", "--soc", "ascend910b3"])
+    assert (args.org, args.repo) == expected
+    # The command line wins over the environment.
+    args = github_jit.parse_args(["--repo", "o/r", "--runner-group-id", "1"])
+    assert (args.org, args.repo) == (None, "o/r")
+
+
+@pytest.mark.parametrize("env", [{}, {"OPBOT_GITHUB_ORG": "a", "OPBOT_GITHUB_REPO": "a/b"},
+                                 {"OPBOT_GITHUB_ORG": ""}])
+def test_jit_needs_exactly_one_of_org_and_repo(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str],
+                                               env: dict[str, str]) -> None:
+    for name in (github_jit.ORG_ENV, github_jit.REPO_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as caught:
+        github_jit.parse_args(["--runner-group-id", "1"])
+    assert caught.value.code == github_jit.EXIT_USAGE
+    assert "OPBOT_GITHUB_ORG" in capsys.readouterr().err
+
+
+def test_jit_org_from_the_environment_end_to_end(sequenced: _Sequenced, tmp_path: Path) -> None:
+    done = _jit("--runner-group-id", "7", "--soc", "ascend910b3", "--name", "npu-host-0",
+                "--api-url", sequenced.url, "--runner-dir", str(_fake_runner(tmp_path)),
+                env=_base_env(OPBOT_RUNNER_ADMIN_TOKEN=ADMIN_TOKEN, OPBOT_GITHUB_ORG="acme"))
+    assert done.returncode == 0, done.stderr
+    assert sequenced.requests[0].path == "/orgs/acme/actions/runners/generate-jitconfig"
+
+
 def test_jit_container_is_confined_and_limited(tmp_path: Path) -> None:
     policy = _policy(tmp_path, {"cpus_per_job": 8, "pids": 2048})
     done = _docker_plan(tmp_path, "--policy", str(policy))
@@ -360,10 +531,13 @@ def test_jit_container_is_confined_and_limited(tmp_path: Path) -> None:
         assert flag in argv
     envs = _flag_values(argv, "--env")
     assert "ASCEND_RT_VISIBLE_DEVICES=0,1" in envs
-    assert plan["launch"]["cleanup"] == ["docker", "rm", "-f", "opbot-runner-npu0-1"]
+    assert plan["launch"]["cleanup"] == ["docker", "rm", "-f", "opbot-runner-npu0-1",
+                                         "opbot-runner-npu0-1-preflight"]
     # The pre-flight runs under the same fences: everything up to the image is the same.
     preflight = plan["preflight"]
-    assert preflight[:-2] == argv[:argv.index("--name")]
+    assert preflight[:-4] == argv[:argv.index("--name")]
+    # Named, so that the unit can remove it when stopped during the pre-flight.
+    assert preflight[-4:-2] == ["--name", "opbot-runner-npu0-1-preflight"]
     assert preflight[-2:] == ["opbot-ascend:8.3", github_jit.IMAGE_CHECK_RUNNER]
     assert "--privileged" not in argv
 
@@ -450,8 +624,9 @@ def test_jit_removes_a_stale_container_then_preflights_then_starts(
         status = github_jit.run(args, {"PATH": path, "OPBOT_RUNNER_ADMIN_TOKEN": ADMIN_TOKEN})
         assert status == 0
         lines = calls.read_text().splitlines()
-        assert lines[0] == "rm -f opbot-runner-npu0"
+        assert lines[0] == "rm -f opbot-runner-npu0 opbot-runner-npu0-preflight"
         assert lines[1].startswith("run --rm --init ")
+        assert "--name opbot-runner-npu0-preflight img" in lines[1]
         assert lines[1].endswith(f"img {github_jit.IMAGE_CHECK_RUNNER}")
         assert len(github.requests) == 1
         (_file, argv, env), = execs
@@ -498,7 +673,8 @@ class _SequencedHandler(http.server.BaseHTTPRequestHandler):
             self.rfile.read(length)))
         replies = self.server.replies
         status, payload, headers = replies.pop(0) if len(replies) > 1 else replies[0]
-        data = json.dumps(payload).encode()
+        # bytes: sent as they are (a body that is no JSON, or JSON nested too deep).
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -638,6 +814,104 @@ def test_with_rate_limits_bounds_the_total_wait() -> None:
     assert caught.value.exit_status == github_jit.EXIT_RETRY
     assert caught.value.retry_after == 60.0
     assert slept == [40.0, 40.0, 60.0]  # the second 60 would pass 100: not waited
+
+
+def _limited_forever(headers: dict[str, str]) -> Any:
+    def send() -> str:
+        raise github_jit.HttpFailure(429, headers, "")
+    return send
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "0.0", "nan", "inf", "1e999", "\u00b2", "\u0663",
+                                   "Thu, 01 Jan 1970 00:00:00 GMT", "Mon, 99 Foo 99999 x"])
+def test_odd_or_zero_retry_after_falls_back_to_the_backoff(value: str) -> None:
+    delay = github_jit.rate_limit_delay(github_jit.HttpFailure(429, {"retry-after": value}, ""),
+                                        0, 1000.0)
+    assert delay is not None
+    assert 60.0 <= delay <= 75.0  # the first backoff, never 0, never a crash
+
+
+@pytest.mark.parametrize("reset", ["\u00b2", "9" * 400, "-1", "1e9", ""])
+def test_odd_ratelimit_reset_falls_back_to_the_backoff(reset: str) -> None:
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}
+    delay = github_jit.rate_limit_delay(github_jit.HttpFailure(403, headers, ""), 0, 1000.0)
+    assert delay is not None
+    assert 60.0 <= delay <= 75.0
+
+
+def test_rate_limit_delays_are_capped_and_at_least_a_second() -> None:
+    def delay(headers: dict[str, str]) -> float | None:
+        return github_jit.rate_limit_delay(github_jit.HttpFailure(429, headers, ""), 0, 0.0)
+
+    assert delay({"retry-after": "9999999999"}) == github_jit.BACKOFF_CAP_S
+    assert delay({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "9999999999"}) \
+        == github_jit.BACKOFF_CAP_S
+    assert delay({"retry-after": "1"}) == 1.0
+
+
+def test_with_rate_limits_counts_tries_as_well_as_seconds() -> None:
+    # A second each time would pass a total bound of an hour 3600 times: tries count too.
+    slept: list[float] = []
+    waits = github_jit.Waits(wait_max=3600, sleep=slept.append)
+    with pytest.raises(github_jit.RateLimited, match="8 tries"):
+        github_jit.with_rate_limits(_limited_forever({"retry-after": "1"}), waits, "test")
+    assert slept == [1.0] * (github_jit.MAX_ATTEMPTS - 1)
+
+
+def test_with_rate_limits_zero_retry_after_is_no_tight_loop() -> None:
+    slept: list[float] = []
+    waits = github_jit.Waits(wait_max=100, sleep=slept.append)
+    with pytest.raises(github_jit.RateLimited):
+        github_jit.with_rate_limits(_limited_forever({"retry-after": "0"}), waits, "test")
+    assert len(slept) == 1  # one backoff of a minute or more, then past the bound
+    assert slept[0] >= 60.0
+
+
+def test_with_rate_limits_counts_time_spent_asking() -> None:
+    # The broker's host waits ~20 s in all: slow answers count, not only the sleeps.
+    clock = [0.0]
+
+    def slow() -> str:
+        clock[0] += 15.0
+        raise github_jit.HttpFailure(429, {"retry-after": "10"}, "")
+
+    waits = github_jit.Waits(wait_max=20, sleep=lambda seconds: None, now=lambda: clock[0])
+    with pytest.raises(github_jit.RateLimited):
+        github_jit.with_rate_limits(slow, waits, "test")
+    assert clock[0] == 15.0  # asked once: 15 s spent + 10 s more would pass 20
+
+
+DEEP_JSON = b"[" * 200_000 + b"]" * 200_000
+
+
+@pytest.mark.parametrize("headers", [
+    {"Retry-After": "0"},
+    {"Retry-After": "-3"},
+    {"Retry-After": "nan"},
+    {"Retry-After": "1e999"},
+    {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "\u00b2"},
+    {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "9" * 400},
+], ids=["zero", "negative", "nan", "1e999", "superscript-reset", "huge-reset"])
+def test_jit_survives_odd_rate_limit_headers(sequenced: _Sequenced, tmp_path: Path,
+                                             headers: dict[str, str]) -> None:
+    sequenced.replies = [(429, {"message": "Too Many Requests"}, headers)]
+    done, took = _register(sequenced, tmp_path, "--rate-limit-wait-max", "2")
+    assert done.returncode == github_jit.EXIT_RETRY, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "still rate limited" in done.stderr
+    assert len(sequenced.requests) == 1  # the backoff is a minute: past the bound at once
+    assert took < 10
+
+
+@pytest.mark.parametrize(("status", "exit_status"), [
+    (201, github_jit.EXIT_RETRY), (422, github_jit.EXIT_CONFIG)])
+def test_jit_survives_a_deeply_nested_json_answer(sequenced: _Sequenced, tmp_path: Path,
+                                                  status: int, exit_status: int) -> None:
+    sequenced.replies = [(status, DEEP_JSON, {})]
+    done, _ = _register(sequenced, tmp_path)
+    assert done.returncode == exit_status, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "started.json").exists()
 
 
 # -- the broker --------------------------------------------------------------------------------
@@ -936,8 +1210,79 @@ def test_broker_passes_long_rate_limits_back_to_the_host(
     assert (tmp_path / "started.json").exists()
 
 
-def test_broker_configuration_errors(tmp_path: Path) -> None:
-    (tmp_path / "k.pem").write_text("-----BEGIN PRIVATE KEY-----\n")
+def _post_with_headers(url: str, body: bytes) -> tuple[int, dict[str, str], Any]:
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {HOST_TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read() or b"null")
+
+
+JIT_BODY = json.dumps({"name": "npu-host-1-a", "runner_group_id": 7,
+                       "labels": ["self-hosted", "ascend"]}).encode()
+
+
+@pytest.mark.parametrize("retry_after", ["0", "-1", "1e999", "nan"])
+def test_broker_answers_429_with_a_finite_retry_after_at_once(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, retry_after: str) -> None:
+    # Before: "0" looped against GitHub for ever; "1e999" crashed the handler (no answer).
+    github_app.jit_replies = [(429, {"message": "Too Many Requests"},
+                               {"retry-after": retry_after})]
+    started = time.monotonic()
+    status, headers, payload = _post_with_headers(_broker_url(broker) + "/v1/jitconfig",
+                                                  JIT_BODY)
+    assert status == 429, payload
+    assert 60 <= int(headers["Retry-After"]) <= 900
+    assert time.monotonic() - started < 10
+    assert len([r for r in github_app.requests if r.path.endswith("generate-jitconfig")]) == 1
+
+
+def test_broker_retry_after_header_is_always_whole_and_bounded() -> None:
+    header = jit_broker.retry_after_header
+    assert [header(value) for value in (0.0, 0.2, 1.5, 60.0, 1e9, float("inf"),
+                                        float("nan"))] == ["1", "1", "2", "60", "900", "900",
+                                                           "900"]
+
+
+def test_minting_never_sleeps_under_the_token_lock(
+        tmp_path: Path, app_key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = jit_broker.load_config(_broker_config(tmp_path, app_key, "https://api.github.com"))
+    tokens = jit_broker.InstallationTokens(config)
+
+    def limited(*args: Any, **kwargs: Any) -> Any:
+        raise github_jit.HttpFailure(429, {"retry-after": "5"}, "")
+
+    monkeypatch.setattr(github_jit, "post_json", limited)
+    started = time.monotonic()
+    with pytest.raises(github_jit.RateLimited) as caught:
+        tokens.get()
+    assert time.monotonic() - started < 2  # no 5 s sleep with the lock held
+    assert caught.value.retry_after == 5.0
+    assert tokens._lock.acquire(blocking=False)  # released: other hosts are not held up
+    tokens._lock.release()
+
+
+def test_a_busy_token_lock_answers_503_not_a_hang(
+        tmp_path: Path, app_key: rsa.RSAPrivateKey, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = jit_broker.load_config(_broker_config(tmp_path, app_key, "https://api.github.com"))
+    broker = jit_broker.Broker(config)
+    monkeypatch.setattr(jit_broker, "TOKEN_LOCK_WAIT_S", 0.1)
+    host = config.hosts[0]
+    # Another request is minting and holds the lock.
+    with broker.tokens._lock, pytest.raises(jit_broker.Refused) as caught:
+        broker.jitconfig(host, json.loads(JIT_BODY))
+    assert caught.value.status == 503
+    assert caught.value.retry_after is not None
+
+
+def test_broker_refuses_a_deeply_nested_body(broker: jit_broker.BrokerServer) -> None:
+    assert _post(_broker_url(broker) + "/v1/jitconfig", b"[" * 15000)[0] == 400
+
+
+def test_broker_configuration_errors(tmp_path: Path, app_key: rsa.RSAPrivateKey) -> None:
+    (tmp_path / "k.pem").write_text(_pem(app_key))
     host = {"token_sha256": "a" * 64, "org": "acme", "runner_group_id": 7, "labels": ["a"],
             "name_prefix": "h-"}
     base = {"app_id": 1, "installation_id": 2, "private_key_file": "k.pem", "hosts": [host]}
@@ -952,9 +1297,65 @@ def test_broker_configuration_errors(tmp_path: Path) -> None:
         ({"hosts": []}, "at least one host"),
         ({"installation_id": "x"}, "installation_id must be a whole number"),
         ({"listen": "nowhere"}, "is not HOST:PORT"),
+        ({"listen": "127.0.0.1:99999"}, "is not HOST:PORT"),
+        ({"listen": "127.0.0.1:-1"}, "is not HOST:PORT"),
+        ({"listen": "0.0.0.0:8787"}, "not loopback"),
+        ({"listen": "0.0.0.0:8787", "allow_non_loopback": "yes"}, "true or false"),
+        ({"rate_limit_wait_max": "abc"}, "rate_limit_wait_max must be a number"),
+        ({"rate_limit_wait_max": float("nan")}, "rate_limit_wait_max must be a number"),
+        ({"rate_limit_wait_max": 3600}, "rate_limit_wait_max must be a number"),
+        ({"rate_limit_wait_max": -1}, "rate_limit_wait_max must be a number"),
+        ({"timeout": 0}, "timeout must be a number"),
+        ({"api_url": "http://api.github.com"}, "api_url must be an https URL"),
+        ({"api_url": "file:///etc/passwd"}, "api_url must be an https URL"),
+        ({"rate_limit_wait": 5}, "unknown keys: rate_limit_wait"),
+        ({"hosts": [{**host, "label": ["b"]}]}, r"hosts\[0\]: unknown keys: label"),
+        ({"private_key_file": "missing.pem"}, "cannot read"),
     ]:
         with pytest.raises(jit_broker.BrokerConfigError, match=says):
             jit_broker.config_from({**base, **change}, tmp_path)
+    public = jit_broker.config_from({**base, "listen": "0.0.0.0:8787",
+                                     "allow_non_loopback": True}, tmp_path)
+    assert public.address == ("0.0.0.0", 8787)
+    assert jit_broker.config_from({**base, "listen": "[::1]:0"}, tmp_path).address == ("::1", 0)
+
+
+TRUNCATED_KEY = ("-----BEGIN PRIVATE KEY-----\n"
+                 "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n"
+                 "-----END PRIVATE KEY-----\n")
+
+
+@pytest.mark.parametrize("key_text", [TRUNCATED_KEY, "not a key at all SECRETMATERIAL"],
+                         ids=["truncated", "garbage"])
+def test_broker_refuses_a_bad_private_key_at_start(tmp_path: Path, key_text: str) -> None:
+    (tmp_path / "k.pem").write_text(key_text)
+    config = tmp_path / "broker.yaml"
+    config.write_text(json.dumps({
+        "app_id": 1, "installation_id": 2, "private_key_file": "k.pem",
+        "hosts": [{"token_sha256": "a" * 64, "org": "acme", "runner_group_id": 7,
+                   "labels": ["a"], "name_prefix": "h-"}]}))
+    done = _run([sys.executable, str(PROVISION / "jit_broker.py"), "--config", str(config)])
+    assert done.returncode == github_jit.EXIT_CONFIG, done.stderr
+    assert "private_key_file" in done.stderr
+    assert "Traceback" not in done.stderr
+    for material in ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "SECRETMATERIAL"):
+        assert material not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("rate_limit_wait_max: abc\n", "rate_limit_wait_max"),
+    ("listen: 127.0.0.1:99999\n", "listen"),
+], ids=["wait-max", "port"])
+def test_broker_script_exits_3_naming_the_bad_key(tmp_path: Path, app_key: rsa.RSAPrivateKey,
+                                                   text: str, says: str) -> None:
+    config = _broker_config(tmp_path, app_key, "https://api.github.com")
+    raw = json.loads(config.read_text())
+    raw.pop("listen")
+    config.write_text(yaml.safe_dump(raw) + text)
+    done = _run([sys.executable, str(PROVISION / "jit_broker.py"), "--config", str(config)])
+    assert done.returncode == github_jit.EXIT_CONFIG, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_broker_script_answers_help_and_hashes_tokens() -> None:

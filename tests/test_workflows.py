@@ -728,8 +728,11 @@ def test_one_run_per_issue_or_pull_request(event: str, name: str, group: str) ->
     expected = group.format(issue=issue, pull=pull)
     assert "{" not in expected
     assert "None" not in expected
-    found = interpolate(_load(EXAMPLE)["jobs"]["opbot"]["concurrency"]["group"],
-                        _github_context(event, payload))
+    # The gate job's `action` output: opbot's own plan of the event.
+    planned = plan_event("github", event, payload, bot_login="opbot[bot]").action
+    context = {**_github_context(event, payload),
+               "needs": {"plan": {"outputs": {"run": "true", "action": planned}}}}
+    found = interpolate(_load(EXAMPLE)["jobs"]["opbot"]["concurrency"]["group"], context)
     assert found == expected
 
 
@@ -963,3 +966,17 @@ def test_the_example_trusts_the_associations_opbot_may_act_for() -> None:
     trusted = [json.loads(found) for found in re.findall(r"fromJSON\('(\[.*?\])'\)",
                                                          condition) if "OWNER" in found]
     assert trusted == [list(TRUSTED_ASSOCIATIONS)] * 2  # comments and reviews
+
+
+def test_the_concurrency_group_follows_the_planned_action_not_the_comments_text() -> None:
+    """`/help `/regen`` is a /help (the command is the first word): were the group chosen by
+    the text, it would join the generation group and replace a waiting /regen there."""
+    payload = copy.deepcopy(next(payload for kind, label, payload in PAYLOADS
+                                 if (kind, label) == ("issue_comment", "/help on pull")))
+    payload["comment"]["body"] = "/help `/regen`"
+    planned = plan_event("github", "issue_comment", payload, bot_login="opbot[bot]")
+    assert planned.action == "help"
+    context = {**_github_context("issue_comment", payload),
+               "needs": {"plan": {"outputs": {"run": "true", "action": planned.action}}}}
+    group = interpolate(_load(EXAMPLE)["jobs"]["opbot"]["concurrency"]["group"], context)
+    assert group == f"opbot-{payload['issue']['number']}-control"

@@ -219,28 +219,37 @@ except ValueError:
 if not isinstance(report, dict):
     print("FAIL: opbot doctor --json printed no JSON object")
     sys.exit(1)
+
+def section(owner, name):
+    """A part of the report as a mapping; anything else (a string, a list) reads as empty."""
+    value = owner.get(name) if isinstance(owner, dict) else None
+    return value if isinstance(value, dict) else {}
+
 bad, notes = [], []
+for name in ("torch_npu", "cann", "devices", "triton", "sandbox"):
+    if name in report and not isinstance(report[name], dict):
+        bad.append(f"opbot doctor's report has a malformed `{name}`")
 if report.get("error"):
     bad.append(f"opbot doctor could not finish: {first_line(report['error'])}")
-npu = report.get("torch_npu") or {}
+npu = section(report, "torch_npu")
 if npu.get("importable") is False:
     bad.append(f"torch_npu does not import: {first_line(npu.get('error'))}")
-if (report.get("cann") or {}).get("found") is False:
+if section(report, "cann").get("found") is False:
     bad.append("opbot doctor found no CANN")
-if (report.get("devices") or {}).get("npu") == 0:
+if section(report, "devices").get("npu") == 0:
     bad.append("opbot doctor sees no NPU")
-triton = report.get("triton") or {}
+triton = section(report, "triton")
 distribution = str(triton.get("distribution") or "")
 if distribution.startswith("triton "):
     bad.append(f"community {distribution} is installed: it cannot share an environment "
                "with triton-ascend")
 elif not distribution:
     notes.append("triton-ascend is not installed: only the Ascend C backend can run here")
-pairing = triton.get("ascend_pairing") or {}
+pairing = section(triton, "ascend_pairing")
 if pairing.get("ok") is False:
     bad.append(f"triton-ascend does not match CANN: {first_line(pairing.get('message'))}")
-sandbox = report.get("sandbox")
-if isinstance(sandbox, dict) and sandbox.get("works") is False:
+sandbox = section(report, "sandbox")
+if sandbox.get("works") is False:
     problem = ("opbot doctor: the sandbox does not work: "
                + (first_line(sandbox.get("reason")) or "no reason given"))
     # The policy's opt-out, as the environment or opbot's own reading of the policy says.
@@ -257,7 +266,7 @@ for problem in bad:
 if not bad:
     print("ok:   opbot doctor: " + ", ".join(
         part for part in (f"torch_npu {npu.get('version')}" if npu.get("version") else "",
-                          distribution, f"{(report.get('devices') or {}).get('npu')} NPU(s)")
+                          distribution, f"{section(report, 'devices').get('npu')} NPU(s)")
         if part))
 PY
 )"
@@ -280,14 +289,18 @@ check_doctor() {
     if [[ $rc -ne 0 ]]; then
         fail "opbot doctor --json exited $rc"
     fi
-    local verdict
-    verdict="$(python3 -c "$DOCTOR_VERDICT" <<<"$out" 2>&1 || true)"
+    local verdict verdict_rc=0
+    verdict="$(python3 -c "$DOCTOR_VERDICT" <<<"$out" 2>&1)" || verdict_rc=$?
     if [[ -z "$verdict" ]]; then
         fail "could not read opbot doctor's report (is python3 there?)"
         return
     fi
     printf '%s\n' "$verdict"
     failures=$((failures + $(grep -c '^FAIL:' <<<"$verdict" || true)))
+    # A report the verdict cannot read (a crash, odd types) is a failure, never "ready".
+    if [[ $verdict_rc -ne 0 ]] && ! grep -q '^FAIL:' <<<"$verdict"; then
+        fail "opbot doctor's report could not be judged (exit $verdict_rc)"
+    fi
 }
 
 check_npu_smi

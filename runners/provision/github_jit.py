@@ -19,6 +19,9 @@ Standard library only, so the file runs on a runner host without opbot installed
         --docker-image opbot-ascend:8.3 --npu 0 --preflight "docker run --rm ..."
     python3 github_jit.py ... --dry-run      # print the request and the launch; send nothing
 
+--org / --repo default to $OPBOT_GITHUB_ORG / $OPBOT_GITHUB_REPO (exactly one), so the same
+systemd unit serves an organisation or one repository.
+
 Broker mode (``--broker URL``): the host holds no token that may register runners, only its
 own host token (``OPBOT_BROKER_TOKEN``); jit_broker.py, holding the GitHub App's key, asks
 GitHub and lets the host register only into its own group with its own labels (broker.md).
@@ -30,6 +33,7 @@ import argparse
 import email.utils
 import grp
 import json
+import math
 import os
 import random
 import re
@@ -64,6 +68,9 @@ POLICY_ENV = "OPBOT_POLICY"
 # Where register_gitlab_runner.sh looks too: one policy file per host for both forges.
 DEFAULT_POLICY = Path("/etc/opbot/policy.yaml")
 SYSTEMPATHS_ENV = "OPBOT_DOCKER_SYSTEMPATHS"
+SYSTEMPATHS_CHOICES = ("masked", "unconfined")
+ORG_ENV = "OPBOT_GITHUB_ORG"
+REPO_ENV = "OPBOT_GITHUB_REPO"
 HERE = Path(__file__).resolve().parent
 # Docker's default profile lets unshare/namespace clone through only with CAP_SYS_ADMIN,
 # which a job container must not have; this one lets bubblewrap build its sandbox
@@ -78,6 +85,12 @@ STOP_TIMEOUT_S = 100
 BACKOFF_FIRST_S = 60.0
 BACKOFF_CAP_S = 900.0
 DEFAULT_RATE_LIMIT_WAIT_MAX_S = 3600.0
+# Every wait at least this long: a `Retry-After: 0` must not turn into a tight loop.
+MIN_WAIT_S = 1.0
+# Tries per request, besides the total wait: waits of a second each stay bounded too.
+MAX_ATTEMPTS = 8
+# Header numbers: ASCII digits only, and few enough that int() and float() cannot fail.
+_HEADER_SECONDS = re.compile(r"[0-9]{1,10}")
 # actions/runner reads any command-line input NAME from ACTIONS_RUNNER_INPUT_<NAME> as well;
 # actions-runner-controller starts its runners the same way.
 JITCONFIG_ENV = "ACTIONS_RUNNER_INPUT_JITCONFIG"
@@ -101,7 +114,20 @@ ConfigVia = Literal["env", "argv"]
 Scope = Literal["org", "repo"]
 # Variables that look like credentials stay out of the runner's environment: a job gets its
 # secrets from GitHub, and anything else here would be readable by the job's code.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|PRIVATE_?KEY|CREDENTIAL", re.IGNORECASE)
+# Word-based, like runners/sandbox.py's is_secret_name (not imported: this file runs
+# standalone with the host's python3): a marker ends or starts a word of the name (GH_PAT,
+# AWS_SECRET_ACCESS_KEY, AUTH_HEADER), and PAT only ends one, so PATH stays.
+_SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASS", "PAT", "CRED", "AUTH", "COOKIE",
+                   "SESSION", "PRIVATE", "CERT")
+_SECRET_INFIXES = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE", "PRIVATE",
+                   "ACCESS_KEY", "ACCESSKEY", "APIKEY")
+# A docker image reference: [registry[:port]/]name[/name...][:tag][@sha256:digest]. Leading
+# '-' impossible (it would be read as a docker flag), no whitespace or control characters.
+_IMAGE_REF = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(?::[0-9]{1,5})?(?:/[a-z0-9][a-z0-9._-]*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+_NPU_NUMBER = re.compile(r"[0-9]{1,4}")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 _NPU_ROW = re.compile(
     r"^\|\s*(?P<id>\d+)\s+(?P<name>[A-Za-z0-9][\w.-]*)\s*\|\s*(?P<health>[A-Za-z]+)", re.MULTILINE)
 
@@ -237,9 +263,8 @@ class HttpFailure(Exception):
     @property
     def message(self) -> str:
         """GitHub's own `message` and `errors`, shortened: they name what was wrong."""
-        try:
-            payload = json.loads(self.body)
-        except ValueError:
+        payload = _json_or_none(self.body)
+        if payload is None:
             return self.body.strip()[:300]
         if not isinstance(payload, dict):
             return ""
@@ -258,6 +283,15 @@ class Waits:
     wait_max: float = DEFAULT_RATE_LIMIT_WAIT_MAX_S
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], float] = time.time
+    attempts_max: int = MAX_ATTEMPTS
+
+
+def _json_or_none(text: str) -> Any:
+    """`text` decoded, or None when it is no JSON (or nested too deep to decode)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
@@ -281,7 +315,8 @@ def post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise JitApiError(None, f"could not reach {url}: {reason}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: a body nested thousands deep is no answer either, not a crash.
         raise JitApiError(None, f"{url} answered with something that is not JSON") from None
 
 
@@ -303,28 +338,39 @@ def rate_limit_delay(failure: HttpFailure, attempt: int, now: float) -> float | 
         return None
     retry_after = _retry_after(headers.get("retry-after", ""), now)
     if retry_after is not None:
-        return retry_after
+        return _bounded(retry_after)
     reset = headers.get("x-ratelimit-reset", "").strip()
-    if exhausted and reset.isdigit():
-        return max(int(reset) - now, 0.0) + 1.0  # + 1: the reset second itself
+    if exhausted and _HEADER_SECONDS.fullmatch(reset):
+        return _bounded(max(int(reset) - now, 0.0) + 1.0)  # + 1: the reset second itself
     backoff = min(BACKOFF_FIRST_S * 2.0 ** min(attempt, 16), BACKOFF_CAP_S)
     return min(backoff * (1 + random.uniform(0, 0.25)), BACKOFF_CAP_S)  # noqa: S311 - jitter
 
 
+def _bounded(delay: float) -> float:
+    # At least a second (no tight loop), at most the backoff cap (a header cannot park the
+    # host for days).
+    return min(max(delay, MIN_WAIT_S), BACKOFF_CAP_S)
+
+
 def _retry_after(value: str, now: float) -> float | None:
-    # Seconds, as GitHub sends it, or an HTTP date, which HTTP also allows.
+    """Seconds to wait from a Retry-After header; None when absent, odd or not ahead.
+
+    Seconds as GitHub sends them (ASCII digits only: "nan", "1e999" or "²" are no
+    number), or an HTTP date, which HTTP also allows. A value of 0 or a date in the past
+    gives None: the caller's backoff, never an immediate retry.
+    """
     value = value.strip()
     if not value:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - now, 0.0)
+    if _HEADER_SECONDS.fullmatch(value):
+        seconds = float(value)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+            seconds = when.timestamp() - now
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def with_rate_limits(send: Callable[[], T], waits: Waits, what: str) -> T:
@@ -334,6 +380,7 @@ def with_rate_limits(send: Callable[[], T], waits: Waits, what: str) -> T:
     exits 1 (the supervisor starts again), never 3.
     """
     waited = 0.0
+    started = waits.now()
     attempt = 0
     while True:
         try:
@@ -342,12 +389,15 @@ def with_rate_limits(send: Callable[[], T], waits: Waits, what: str) -> T:
             delay = rate_limit_delay(failure, attempt, waits.now())
             if delay is None:
                 raise
-            if waited + delay > waits.wait_max:
+            # Time spent asking counts as well as time asleep: the broker's caller has a
+            # deadline of its own.
+            spent = max(waited, waits.now() - started)
+            if spent + delay > waits.wait_max or attempt + 1 >= waits.attempts_max:
                 raise RateLimited(failure.status, (
-                    f"{what}: still rate limited ({failure.status}) after waiting "
-                    f"{waited:.0f} s; the next try would wait {delay:.0f} s more, past "
-                    f"--rate-limit-wait-max {waits.wait_max:.0f} s. A later start will "
-                    "try again"), retry_after=delay) from None
+                    f"{what}: still rate limited ({failure.status}) after {attempt + 1} "
+                    f"tries and {spent:.0f} s; the next try would wait {delay:.0f} s more "
+                    f"(at most {waits.wait_max:.0f} s and {waits.attempts_max} tries in "
+                    "all). A later start will try again"), retry_after=delay) from None
             print(f"github_jit: {what}: rate limited ({failure.status}); waiting "
                   f"{delay:.0f} s", file=sys.stderr)
             waits.sleep(delay)
@@ -512,8 +562,16 @@ def apparmor_enabled(flag: Path = APPARMOR_ENABLED) -> bool:
 
 def container_name(chips: Sequence[int] | None) -> str:
     # Fixed per chip, not per registration: a container left over from a killed runner
-    # then has a name this host knows and removes before the next start.
+    # then has a name this host knows and removes before the next start. One chip gives
+    # opbot-runner-npu<N>, the name opbot-github-runner@<N>.service stops and removes; that
+    # unit runs one chip per instance (several chips: a unit of your own, README.md).
     return "opbot-runner-npu" + ("-".join(map(str, chips)) if chips else "all")
+
+
+def preflight_container_name(chips: Sequence[int] | None) -> str:
+    # Named too: `systemctl stop` during the pre-flight (KillMode=mixed) kills only the
+    # docker client; the unit then removes the container by this name.
+    return container_name(chips) + "-preflight"
 
 
 def docker_run_prefix(chips: Sequence[int] | None, group_id: int | None,
@@ -564,7 +622,8 @@ def docker_launch(image: str, *, chips: Sequence[int] | None, group_id: int | No
         f"group of the NPU device nodes: no {ASCEND_GROUP} group here; pass --ascend-gid",)
     return Launch(argv=tuple(argv), config_via=config_via,
                   required_paths=(*npu_device_nodes(chips), *DRIVER_MOUNTS),
-                  problems=problems, cleanup=("docker", "rm", "-f", name))
+                  problems=problems,
+                  cleanup=("docker", "rm", "-f", name, preflight_container_name(chips)))
 
 
 def local_launch(runner_dir: Path, config_via: ConfigVia) -> Launch:
@@ -576,7 +635,19 @@ def local_launch(runner_dir: Path, config_via: ConfigVia) -> Launch:
 def runner_environment(environ: Mapping[str, str], token_env: str) -> dict[str, str]:
     """The runner's environment: this one without the admin token or anything like a secret."""
     return {name: value for name, value in environ.items()
-            if name not in (token_env, JITCONFIG_ENV) and not _SECRET_NAME.search(name)}
+            if name not in (token_env, JITCONFIG_ENV) and not is_secret_name(name)}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable's name marks a credential (GH_PAT, AWS_ACCESS_KEY_ID, DB_PASS)."""
+    upper = name.upper()
+    if any(infix in upper for infix in _SECRET_INFIXES):
+        return True
+    for word in re.split(r"[^A-Z0-9]+", upper):
+        for marker in _SECRET_MARKERS:
+            if word.endswith(marker) or (marker != "PAT" and word.startswith(marker)):
+                return True
+    return False
 
 
 def default_runner_name(soc: str, chips: Sequence[int] | None) -> str:
@@ -596,9 +667,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="github_jit.py",
         description="Register one ephemeral just-in-time GitHub Actions runner and start it.")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--org", help="register at the organisation (runner groups)")
-    where.add_argument("--repo", metavar="OWNER/REPO", help="register at one repository")
+    # Not required here: $OPBOT_GITHUB_ORG / $OPBOT_GITHUB_REPO are the defaults, so one
+    # unit file serves both levels (_where below).
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--org", help=f"register at the organisation (runner groups; "
+                                     f"default: ${ORG_ENV})")
+    where.add_argument("--repo", metavar="OWNER/REPO",
+                       help=f"register at one repository (default: ${REPO_ENV})")
     parser.add_argument("--runner-group-id", type=int, required=True,
                         help="runner group to join (GitHub requires one; the repository "
                              "level's default group is 1)")
@@ -640,7 +715,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help=f"where the kernel says whether AppArmor is on; when it is, "
                              f"the container gets --security-opt apparmor={APPARMOR_PROFILE} "
                              "(default: %(default)s)")
-    parser.add_argument("--systempaths", choices=("masked", "unconfined"),
+    parser.add_argument("--systempaths", choices=SYSTEMPATHS_CHOICES,
                         default=os.environ.get(SYSTEMPATHS_ENV) or "unconfined",
                         help="with --docker-image: 'unconfined' unmasks /proc so opbot's "
                              "sandbox (bubblewrap) can mount a fresh one; 'masked' keeps "
@@ -666,27 +741,80 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the request and the launch as JSON; send nothing")
     args = parser.parse_args(argv)
+    _where(parser, args)
     if args.repo is not None and not re.fullmatch(r"[^/\s]+/[^/\s]+", args.repo):
         parser.error("--repo must read OWNER/REPO")
-    try:
-        args.chips = ([int(part) for part in args.npu.split(",") if part.strip()]
-                      if args.npu else None)
-    except ValueError:
-        parser.error("--npu takes chip numbers separated by commas, e.g. 0,1")
+    args.chips = _chips(parser, args.npu)
+    if args.docker_image is not None and not _IMAGE_REF.fullmatch(args.docker_image):
+        parser.error(f"--docker-image {args.docker_image!r} is not an image reference such "
+                     "as opbot-ascend:8.3 or registry.example.com/opbot@sha256:...")
+    if args.systempaths not in SYSTEMPATHS_CHOICES:
+        # argparse checks choices only on the command line, not on a default from the
+        # environment; a typo there must not silently keep the masks (and the sandbox off).
+        parser.error(f"${SYSTEMPATHS_ENV} must be masked or unconfined, not "
+                     f"{args.systempaths!r}")
+    if args.broker is not None and not secure_url(args.broker):
+        parser.error(f"--broker / ${BROKER_URL_ENV} must be an https URL (plain http only "
+                     f"to 127.0.0.1, ::1 or localhost), not {args.broker!r}")
     if args.chips is not None and args.docker_image is None:
         parser.error("--npu needs --docker-image (a bare run.sh sees every chip)")
     if args.preflight_in_image and args.docker_image is None:
         parser.error("--preflight-in-image needs --docker-image")
-    if args.rate_limit_wait_max < 0:
-        parser.error("--rate-limit-wait-max must be 0 or more")
+    if not math.isfinite(args.rate_limit_wait_max) or args.rate_limit_wait_max < 0:
+        parser.error("--rate-limit-wait-max must be a number of seconds, 0 or more")
     if args.token_env is None:
         args.token_env = BROKER_TOKEN_ENV if args.broker else DEFAULT_TOKEN_ENV
     return args
 
 
+def _where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--org or --repo, else exactly one of $OPBOT_GITHUB_ORG and $OPBOT_GITHUB_REPO."""
+    if args.org is not None or args.repo is not None:
+        return
+    org, repo = os.environ.get(ORG_ENV) or None, os.environ.get(REPO_ENV) or None
+    if (org is None) == (repo is None):
+        parser.error(f"pass --org or --repo, or set exactly one of ${ORG_ENV} and "
+                     f"${REPO_ENV}")
+    args.org, args.repo = org, repo
+
+
+def _chips(parser: argparse.ArgumentParser, npu: str | None) -> list[int] | None:
+    """The chips of --npu: ASCII numbers, comma-separated, none empty, none twice."""
+    if npu is None:
+        return None
+    parts = [part.strip() for part in npu.split(",")]
+    if not all(_NPU_NUMBER.fullmatch(part) for part in parts):
+        parser.error(f"--npu takes chip numbers separated by commas, e.g. 0 or 0,1, not "
+                     f"{npu!r} (leave it out for every chip)")
+    chips = [int(part) for part in parts]
+    if len(set(chips)) != len(chips):
+        parser.error(f"--npu names a chip twice: {npu!r}")
+    return chips
+
+
+def secure_url(url: str) -> bool:
+    # A token goes with every request: in clear text only to this host itself (tests).
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme == "https" or (parts.scheme == "http"
+                                       and parts.hostname in LOOPBACK_HOSTS)
+
+
+def check_token(token: str, name: str) -> None:
+    """ConfigError for a token no HTTP header can carry (CR, LF, other control characters).
+
+    urllib would refuse the header with a ValueError on every try; a human must fix the
+    env file, so exit 3, never a retry loop.
+    """
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in token) or token != token.strip():
+        raise ConfigError(f"${name} holds control characters or surrounding whitespace (a "
+                          "stray CR from a Windows editor?): fix the env file")
+
+
 def plan(args: argparse.Namespace) -> tuple[JitRequest, Launch, list[str] | None]:
-    if urllib.parse.urlsplit(args.api_url).scheme not in ("https", "http"):
-        raise ConfigError(f"--api-url must be an http(s) URL, not {args.api_url!r}")
+    if not secure_url(args.api_url):
+        # The admin token goes with the request: in clear text to this host only.
+        raise ConfigError(f"--api-url must be an https URL (plain http only to 127.0.0.1, ::1 "
+                          f"or localhost), not {args.api_url!r}")
     soc = args.soc or detect_soc()
     if not soc:
         raise ConfigError("cannot tell the chip: pass --soc (e.g. ascend910b3) or set "
@@ -708,6 +836,7 @@ def plan(args: argparse.Namespace) -> tuple[JitRequest, Launch, list[str] | None
             # The same fences as the job: the pre-flight's bubblewrap smoke test then
             # proves the sandbox works under the very profile the job will get.
             preflight = [*docker_run_prefix(args.chips, group_id, confinement),
+                         "--name", preflight_container_name(args.chips),
                          args.docker_image, IMAGE_CHECK_RUNNER]
     else:
         launch = local_launch(args.runner_dir.expanduser(), args.config_via)
@@ -769,6 +898,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         what = ("this host's token for the broker (broker.md)" if args.broker else
                 "a token that may register runners (see README.md, 'Secrets')")
         raise ConfigError(f"${args.token_env} is empty: it must hold {what}")
+    check_token(token, args.token_env)
     if missing:
         raise ProvisionError("not on this host, so a runner started here could not work: "
                              + ", ".join(missing))

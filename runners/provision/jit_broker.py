@@ -26,6 +26,7 @@ import hmac
 import http.server
 import json
 import logging
+import math
 import re
 import sys
 import threading
@@ -38,6 +39,8 @@ from typing import Any
 
 import jwt
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 if __package__:
     from runners.provision import github_jit
@@ -56,9 +59,23 @@ TOKEN_REFRESH_MARGIN_S = 300
 # The broker waits out short rate limits itself; longer ones go back to the host as 429
 # with Retry-After, and the host waits (it holds no connection open meanwhile).
 DEFAULT_BROKER_WAIT_MAX_S = 20.0
+# github_jit.py's HTTP timeout is 30 s: the broker answers well before the host gives up.
+MAX_BROKER_WAIT_S = 20.0
+# While one request mints the installation token (one HTTP exchange, no sleeping), the
+# others wait this long at most, then their hosts get 503 with Retry-After: well inside the
+# hosts' 30 s HTTP timeout, so no host hangs on the broker.
+TOKEN_LOCK_WAIT_S = 10.0
+_CONFIG_KEYS = {"app_id", "installation_id", "private_key_file", "hosts", "api_url", "listen",
+                "allow_non_loopback", "max_body_bytes", "rate_limit_wait_max", "timeout"}
+_HOST_KEYS = {"name", "token_sha256", "org", "repo", "runner_group_id", "labels",
+              "name_prefix"}
 _RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _WORK_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 _REQUEST_KEYS = {"name", "runner_group_id", "labels", "work_folder", "org", "repo"}
+
+
+class TokenBusy(Exception):
+    """Another request is minting the installation token and has not finished in time."""
 
 
 class BrokerConfigError(ValueError):
@@ -125,36 +142,89 @@ def load_config(path: Path) -> BrokerConfig:
 
 
 def config_from(raw: Mapping[str, Any], base: Path) -> BrokerConfig:
-    """The configuration from its mapping; `private_key_file` is relative to `base`."""
-    key_file = base / str(_required(raw, "private_key_file"))
-    try:
-        private_key = key_file.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BrokerConfigError(f"cannot read private_key_file {key_file}: {exc}") from None
+    """The configuration from its mapping; `private_key_file` is relative to `base`.
+
+    Checked whole, at start: a mistake is exit 3 naming the key, never a traceback the
+    unit restarts for ever or a failure at the first host's request.
+    """
+    unknown = sorted(str(key) for key in raw if key not in _CONFIG_KEYS)
+    if unknown:
+        raise BrokerConfigError(f"unknown keys: {', '.join(unknown)} (known: "
+                                f"{', '.join(sorted(_CONFIG_KEYS))})")
+    private_key = _private_key(base / str(_required(raw, "private_key_file")))
     hosts = raw.get("hosts")
     if not isinstance(hosts, list) or not hosts:
         raise BrokerConfigError("hosts: must list at least one host")
     grants = tuple(_grant(entry, index) for index, entry in enumerate(hosts))
     if len({grant.token_sha256 for grant in grants}) != len(grants):
         raise BrokerConfigError("two hosts share a token: give each host its own")
+    api_url = str(raw.get("api_url", github_jit.DEFAULT_API_URL))
+    if not github_jit.secure_url(api_url):  # the same rule as the hosts
+        raise BrokerConfigError(f"api_url must be an https URL (plain http only to "
+                                f"127.0.0.1, ::1 or localhost), not {api_url!r}")
     config = BrokerConfig(
         app_id=str(_required(raw, "app_id")),
         installation_id=_integer(raw, "installation_id"), private_key=private_key,
-        hosts=grants, api_url=str(raw.get("api_url", github_jit.DEFAULT_API_URL)),
-        listen=str(raw.get("listen", DEFAULT_LISTEN)),
+        hosts=grants, api_url=api_url, listen=str(raw.get("listen", DEFAULT_LISTEN)),
         max_body_bytes=_integer(raw, "max_body_bytes", DEFAULT_MAX_BODY),
-        rate_limit_wait_max=float(raw.get("rate_limit_wait_max", DEFAULT_BROKER_WAIT_MAX_S)))
-    try:
-        config.address  # noqa: B018 - validates listen
-    except ValueError:
-        raise BrokerConfigError(f"listen: {config.listen!r} is not HOST:PORT") from None
+        rate_limit_wait_max=_seconds(raw, "rate_limit_wait_max", DEFAULT_BROKER_WAIT_MAX_S,
+                                     most=MAX_BROKER_WAIT_S),
+        timeout=_seconds(raw, "timeout", 30.0, most=120.0, least=1.0))
+    _check_listen(config.listen, raw.get("allow_non_loopback", False))
     return config
+
+
+def _private_key(key_file: Path) -> str:
+    """The App's key, loaded once to prove it signs: a bad one is found now, not later."""
+    try:
+        text = key_file.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not ASCII (PEM)"
+        raise BrokerConfigError(f"private_key_file: cannot read {key_file}: {reason}") from None
+    try:
+        key = serialization.load_pem_private_key(text.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        # The exception's class only: its text could quote part of the key.
+        raise BrokerConfigError(f"private_key_file: {key_file} holds no unencrypted PEM "
+                                f"private key ({type(exc).__name__})") from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise BrokerConfigError(f"private_key_file: {key_file} is not an RSA key (GitHub "
+                                "Apps sign with RS256)")
+    return text
+
+
+def _check_listen(listen: str, allow_non_loopback: Any) -> None:
+    host, colon, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not colon or not host or not re.fullmatch(r"[0-9]{1,5}", port) or int(port) > 65535:
+        raise BrokerConfigError(f"listen: {listen!r} is not HOST:PORT (port 0-65535)")
+    if not isinstance(allow_non_loopback, bool):
+        raise BrokerConfigError(f"allow_non_loopback must be true or false, not "
+                                f"{allow_non_loopback!r}")
+    if host not in github_jit.LOOPBACK_HOSTS and not allow_non_loopback:
+        # The broker speaks plain HTTP: host tokens would cross the network in clear text.
+        raise BrokerConfigError(f"listen: {host} is not loopback; the broker speaks plain "
+                                "HTTP, so put a TLS proxy in front (broker.md), or set "
+                                "allow_non_loopback: true if the network is yours alone")
+
+
+def _seconds(raw: Mapping[str, Any], key: str, default: float, *, most: float,
+             least: float = 0.0) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not least <= value <= most:
+        raise BrokerConfigError(f"{key} must be a number of seconds from {least:g} to "
+                                f"{most:g}, not {value!r}")
+    return float(value)
 
 
 def _grant(entry: Any, index: int) -> HostGrant:
     where = f"hosts[{index}]"
     if not isinstance(entry, dict):
         raise BrokerConfigError(f"{where} must be a mapping")
+    unknown = sorted(str(key) for key in entry if key not in _HOST_KEYS)
+    if unknown:
+        raise BrokerConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
     digest = str(_required(entry, "token_sha256", where)).lower()
     if not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise BrokerConfigError(f"{where}.token_sha256 must be 64 hex digits "
@@ -207,10 +277,16 @@ class InstallationTokens:
         return jwt.encode(claims, self._config.private_key, algorithm="RS256")
 
     def get(self) -> str:
-        with self._lock:
+        # Bounded: while one request mints, the others wait at most one HTTP exchange,
+        # then their hosts hear 503 and come back later instead of hanging.
+        if not self._lock.acquire(timeout=TOKEN_LOCK_WAIT_S):
+            raise TokenBusy
+        try:
             if self._token is None or self._now() >= self._refresh_at:
                 self._token, self._refresh_at = self._mint()
             return self._token
+        finally:
+            self._lock.release()
 
     def forget(self) -> None:
         with self._lock:
@@ -224,7 +300,9 @@ class InstallationTokens:
                    "Authorization": f"Bearer {self.app_jwt()}",
                    "X-GitHub-Api-Version": github_jit.API_VERSION,
                    "User-Agent": "opbot-jit-broker", "Content-Type": "application/json"}
-        waits = github_jit.Waits(wait_max=config.rate_limit_wait_max)
+        # No waiting under the lock: a rate limit here goes back to the host as 429 with
+        # Retry-After (RateLimited), and the other hosts are not held up meanwhile.
+        waits = github_jit.Waits(wait_max=0.0, attempts_max=1)
         try:
             payload = github_jit.with_rate_limits(
                 lambda: github_jit.post_json(url, {}, headers, timeout=config.timeout),
@@ -275,6 +353,9 @@ class Broker:
         except github_jit.RateLimited as exc:
             raise Refused(429, "GitHub is rate limiting the broker; try again later",
                           retry_after=exc.retry_after) from None
+        except TokenBusy:
+            raise Refused(503, "the broker is busy minting its GitHub token; try again "
+                          "later", retry_after=5.0) from None
         except github_jit.JitApiError as exc:
             if exc.status == 401:
                 self.tokens.forget()
@@ -321,6 +402,13 @@ class Broker:
             work_folder=work_folder)
 
 
+def retry_after_header(seconds: float) -> str:
+    """Whole seconds from 1 to 15 minutes: finite whatever GitHub said (inf, nan)."""
+    if not math.isfinite(seconds):
+        seconds = github_jit.BACKOFF_CAP_S
+    return str(int(min(max(math.ceil(seconds), 1), github_jit.BACKOFF_CAP_S)))
+
+
 class BrokerServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
@@ -355,7 +443,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             LOG.info("%s %s: %d %s", self.client_address[0], self.path, refusal.status,
                      refusal)
             headers = {} if refusal.retry_after is None else {
-                "Retry-After": str(max(int(refusal.retry_after + 0.999), 1))}
+                "Retry-After": retry_after_header(refusal.retry_after)}
             self._answer(refusal.status, {"message": str(refusal)}, headers)
         except Exception:  # one bad request must not stop the broker
             LOG.exception("answering %s failed", self.path)
@@ -370,7 +458,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise Refused(413, f"body over {limit} bytes")
         try:
             return json.loads(self.rfile.read(length) or b"null")
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep is no request either
             raise Refused(400, "the body is not JSON") from None
 
     def _answer(self, status: int, payload: Any,

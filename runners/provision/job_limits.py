@@ -39,8 +39,16 @@ MIN_MEMORY_BYTES = 64 * 1024**2
 MIN_PIDS = 64
 MIN_SHM_BYTES = 1024**2
 MAX_CPUS_PER_JOB = 4096
+# Ceilings: far above any real host, low enough that a typo (or an extra zero) is caught
+# here rather than handed to docker. The kernel's own limits: pid_max 4194304, NR_CPUS 16384.
+MAX_MEMORY_BYTES = 16 * 1024**4
+MAX_PIDS = 4_194_304
+MAX_SHM_BYTES = 1024**4
+MAX_CPU_ID = 16383
 EXIT_USAGE = 2
-_CPU_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+# ASCII digits only: \d would take Arabic-Indic or other Unicode digits, docker does not.
+_CPU_RANGE = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5}))?")
+_NPU_KEY = re.compile(r"[0-9]{1,4}")
 
 
 class LimitsError(ValueError):
@@ -104,8 +112,10 @@ def _yaml(text: str, path: Path) -> Any:
     try:
         import yaml
     except ImportError:
-        raise LimitsError(f"{path} is not JSON, and reading YAML needs PyYAML: install "
-                          "python3-yaml (or pass a JSON policy)") from None
+        raise LimitsError(f"{path} is not JSON, and reading YAML needs PyYAML for the "
+                          "host's python3: apt-get install python3-yaml (Debian, Ubuntu) or "
+                          "dnf install python3-pyyaml (openEuler, RHEL), or pass a JSON "
+                          "policy") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -121,7 +131,7 @@ def limits_for(policy: Mapping[str, Any], chips: Sequence[int] | None) -> JobLim
     if not isinstance(cpusets, Mapping):
         raise LimitsError("runner.cpusets must map an NPU number to a cpuset such as 0-23")
     for key in cpusets:
-        if not str(key).isdigit():
+        if isinstance(key, bool) or not _NPU_KEY.fullmatch(str(key)):
             raise LimitsError(f"runner.cpusets: {key!r} is not an NPU number")
     per_job = _count(section, "cpus_per_job", 0, least=0)
     if per_job > MAX_CPUS_PER_JOB:
@@ -131,12 +141,19 @@ def limits_for(policy: Mapping[str, Any], chips: Sequence[int] | None) -> JobLim
     if chips:
         parts = [_chip_cpuset(chip, cpusets, per_job) for chip in chips]
         cpuset = ",".join(part for part in parts if part) or None
+    memory = _count(section, "memory_bytes", DEFAULT_MEMORY_BYTES, least=MIN_MEMORY_BYTES,
+                    most=MAX_MEMORY_BYTES, nullable=True)
+    shm = _count(section, "shm_bytes", DEFAULT_SHM_BYTES, least=MIN_SHM_BYTES,
+                 most=MAX_SHM_BYTES)
+    if memory is not None and shm > memory:
+        # /dev/shm is memory of the container: more of it than the limit cannot be used.
+        raise LimitsError(f"runner.shm_bytes ({shm}) must not exceed runner.memory_bytes "
+                          f"({memory})")
     return JobLimits(
-        memory_bytes=_count(section, "memory_bytes", DEFAULT_MEMORY_BYTES,
-                            least=MIN_MEMORY_BYTES, nullable=True),
-        pids=_count(section, "pids", DEFAULT_PIDS, least=MIN_PIDS, nullable=True),
-        cpuset=cpuset,
-        shm_bytes=_count(section, "shm_bytes", DEFAULT_SHM_BYTES, least=MIN_SHM_BYTES))
+        memory_bytes=memory,
+        pids=_count(section, "pids", DEFAULT_PIDS, least=MIN_PIDS, most=MAX_PIDS,
+                    nullable=True),
+        cpuset=cpuset, shm_bytes=shm)
 
 
 def _chip_cpuset(chip: int, cpusets: Mapping[Any, Any], per_job: int) -> str | None:
@@ -145,7 +162,11 @@ def _chip_cpuset(chip: int, cpusets: Mapping[Any, Any], per_job: int) -> str | N
     if explicit is not None:
         return check_cpuset(explicit, f"runner.cpusets[{chip}]")
     if per_job:
-        return f"{chip * per_job}-{(chip + 1) * per_job - 1}"
+        last = (chip + 1) * per_job - 1
+        if last > MAX_CPU_ID:
+            raise LimitsError(f"runner.cpus_per_job {per_job} gives NPU {chip} CPUs up to "
+                              f"{last}, past the highest CPU number {MAX_CPU_ID}")
+        return f"{chip * per_job}-{last}"
     return None
 
 
@@ -155,24 +176,25 @@ def check_cpuset(value: Any, where: str) -> str:
         raise LimitsError(f"{where} must be a cpuset such as 0-23,96-119, not {value!r}")
     for part in value.split(","):
         match = _CPU_RANGE.fullmatch(part.strip())
-        if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
+        if match is None or (match[2] is not None and int(match[2]) < int(match[1])) \
+                or int(match[2] or match[1]) > MAX_CPU_ID:
             raise LimitsError(f"{where}: {part.strip()!r} in {value!r} is not a CPU number "
-                              "or an ascending range like 0-23")
+                              f"or an ascending range like 0-23 (CPU numbers 0-{MAX_CPU_ID})")
     return ",".join(part.strip() for part in value.split(","))
 
 
 @overload
 def _count(section: Mapping[str, Any], key: str, default: int, *, least: int,
-           nullable: Literal[False] = False) -> int: ...
+           most: int | None = None, nullable: Literal[False] = False) -> int: ...
 
 
 @overload
 def _count(section: Mapping[str, Any], key: str, default: int, *, least: int,
-           nullable: Literal[True]) -> int | None: ...
+           most: int | None = None, nullable: Literal[True]) -> int | None: ...
 
 
 def _count(section: Mapping[str, Any], key: str, default: int, *, least: int,
-           nullable: bool = False) -> int | None:
+           most: int | None = None, nullable: bool = False) -> int | None:
     value = section.get(key, default)
     if value is None and nullable:
         return None  # written out as null: the operator's explicit "no limit"
@@ -184,6 +206,8 @@ def _count(section: Mapping[str, Any], key: str, default: int, *, least: int,
         # Below the floor a job cannot start; 0 or a negative would also mean "no limit"
         # or nonsense to docker.
         raise LimitsError(f"runner.{key} must be at least {least}, not {value}")
+    if most is not None and value > most:
+        raise LimitsError(f"runner.{key} must be at most {most}, not {value}")
     return value
 
 

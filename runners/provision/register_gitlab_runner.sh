@@ -90,6 +90,29 @@ quote() {
     if [[ "$1" =~ ^[A-Za-z0-9_./:=,@+%-]+$ ]]; then printf '%s' "$1"; else printf '%q' "$1"; fi
 }
 
+# Refuses a job user (USER or USER:GROUP) that is root in any spelling docker accepts: uid
+# 0 written as 00 or 0000, the name root, group 0 or root. Only plain decimal numbers and
+# ordinary names pass, so "+0" or " 0" cannot slip past as something else.
+check_job_user() {
+    local spec="$1" user group part
+    user="${spec%%:*}"
+    group=""
+    if [[ "$spec" == *:* ]]; then
+        group="${spec#*:}"
+        [[ -n "$group" ]] || die "OPBOT_JOB_USER: '$spec' names no group after ':'"
+    fi
+    for part in "$user" ${group:+"$group"}; do
+        if [[ "$part" =~ ^[0-9]{1,10}$ ]]; then
+            # All zeros is uid/gid 0; compared as text, so no number is too long to parse.
+            [[ ! "$part" =~ ^0+$ ]] || die "OPBOT_JOB_USER must not be root (uid or gid 0): '$spec'"
+        elif [[ "$part" =~ ^[a-z_][a-z0-9_-]{0,31}$ ]]; then
+            [[ "$part" != root ]] || die "OPBOT_JOB_USER must not be root: '$spec'"
+        else
+            die "OPBOT_JOB_USER: '$part' is neither a decimal id nor a user or group name"
+        fi
+    done
+}
+
 mask() {
     # The prefix tells the token's kind and is no secret; the rest is.
     if [[ "$1" == glrt-* ]]; then printf 'glrt-****'; else printf '****'; fi
@@ -140,9 +163,7 @@ case "$executor" in
         [[ -n "$image" ]] || die "set OPBOT_IMAGE: the docker executor runs every job in it"
         pull_policy="${OPBOT_DOCKER_PULL_POLICY:-if-not-present}"
         job_user="${OPBOT_JOB_USER:-10001}"
-        case "$job_user" in
-            0 | 0:* | root | root:*) die "OPBOT_JOB_USER must not be root" ;;
-        esac
+        check_job_user "$job_user"
         # No cache or build volumes kept between jobs: a job cannot leave files for the next.
         # A job may name no other image (nor service), pull policy or user than these.
         args+=(--docker-image "$image" --docker-privileged=false --docker-disable-cache=true

@@ -110,12 +110,14 @@ def _ignored(forge: str) -> tuple[str, dict[str, Any]]:
     return event, payload
 
 
-def _replanned(delivery: CiDelivery, tmp_path: Path) -> dict[str, Any]:
-    """What `opbot event` in the CI job plans from the dispatched work."""
+def _replanned(delivery: CiDelivery, tmp_path: Path, bot: str) -> dict[str, Any]:
+    """What `opbot event` in the CI job plans from the dispatched work (the job knows who
+    the bot is: the Action's bot-login; a dispatch from an unknown sender is ignored)."""
     path = tmp_path / f"{delivery.forge}-dispatch.json"
     path.write_text(json.dumps(delivery.payload), encoding="utf-8")
     run = run_opbot("event", "--forge", delivery.forge, "--event", delivery.event,
-                    "--payload", str(path), "--dry-run", "--json", timeout=120)
+                    "--payload", str(path), "--dry-run", "--json", timeout=120,
+                    env={"OPBOT_BOT_LOGIN": bot})
     assert run.code == 0, run.stderr
     planned: dict[str, Any] = run.json()
     return planned
@@ -139,7 +141,7 @@ def test_a_delivery_is_dispatched_once(forge: str, fake: FakeForge, serve: Serve
         # the template's resource_group opbot-$OPBOT_OP: one job per op at a time
         assert {"key": "OPBOT_OP", "value": "relu", "variable_type": "env_var"} in variables
     expected = plan_event(forge, event, payload, bot_login=fake.bot).to_json()
-    replanned = _replanned(delivery, tmp_path)
+    replanned = _replanned(delivery, tmp_path, fake.bot)
     assert {k: replanned[k] for k in ("action", "op", "number")} == {
         "action": "generate", "op": "relu", "number": 1}
     assert replanned == expected  # the whole plan survives the trip through CI

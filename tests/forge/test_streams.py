@@ -410,6 +410,12 @@ def test_only_the_bots_server_hands_plans_to_ci() -> None:
                                               "not by the bot")
     payload["sender"] = {"login": BOT_APP, "type": "Bot"}
     assert plan_event("github", "repository_dispatch", payload, bot_login=BOT_APP) == plan
+    # Not knowing who it is (no OPBOT_BOT_LOGIN, its token's user unreadable), the bot
+    # cannot tell its own dispatch from a forged one: none is obeyed.
+    payload["sender"] = {"login": "mallory", "type": "User"}
+    unknown = plan_event("github", "repository_dispatch", payload, bot_login=None)
+    assert unknown.action == "ignore"
+    assert "login is unknown" in unknown.reason
 
 
 def test_a_forge_of_its_own_secret_refuses_the_shared_one(tmp_path: Path) -> None:

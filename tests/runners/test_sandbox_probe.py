@@ -153,3 +153,36 @@ def test_the_refusal_reaches_the_user_as_an_error_not_a_traceback(tmp_path: Path
     assert verdict["status"] == "failed"
     assert [reason["check"] for reason in verdict["reasons"]] == ["sandbox"]
     assert "Creating new namespace failed" in verdict["reasons"][0]["message"]
+
+
+def test_code_in_the_sandbox_cannot_make_a_user_namespace_of_its_own(tmp_path: Path) -> None:
+    """In a user namespace of its own a candidate would hold every capability there (mount,
+    netlink, nf_tables): the kernel surface behind many local-root bugs."""
+    from runners.sandbox import (
+        SandboxPolicy,
+        _can_disable_userns,
+        run_isolated,
+        sandbox_environment,
+    )
+
+    assert BWRAP is not None
+    if not _can_disable_userns(BWRAP):
+        pytest.skip(f"{BWRAP} is older than bubblewrap 0.8 (no --disable-userns)")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "CLONE_NEWUSER = 0x10000000\n"
+        "if libc.unshare(CLONE_NEWUSER) == 0:\n"
+        "    print('NESTED USERNS MADE')\n"
+        "else:\n"
+        "    print('refused', os.strerror(ctypes.get_errno()))\n", encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    outcome = run_isolated([sys.executable, str(probe)], cwd=work, timeout_s=60,
+                           log_path=tmp_path / "log", env=sandbox_environment(work),
+                           policy=SandboxPolicy(), readable=[probe])
+    assert outcome.sandboxed
+    assert outcome.ok, outcome.log_tail
+    assert "NESTED USERNS MADE" not in outcome.log_tail
+    assert "refused" in outcome.log_tail

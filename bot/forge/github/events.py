@@ -164,7 +164,12 @@ def _dispatch(payload: Mapping[str, Any], event: str, context: PlanContext) -> I
     if get(payload, "action") != DISPATCH_EVENT:
         return _ignore(event, payload, "a repository_dispatch that is not opbot's")
     sender = text(get(payload, "sender", "login"))
-    if context.bot_login is not None and sender != context.bot_login:
+    if context.bot_login is None:
+        # Whoever sent it could have written any plan, naming any actor: unknown sender,
+        # unknown plan (set OPBOT_BOT_LOGIN, or a token whose user can be read).
+        return _ignore(event, payload, "an opbot dispatch, but the bot's own login is "
+                       "unknown, so its sender cannot be checked")
+    if sender != context.bot_login:
         # Anyone with write access may send a repository_dispatch; a plan names its actor,
         # whose permission the job checks: only the bot's own server may hand one over.
         return _ignore(event, payload, f"an opbot dispatch sent by {sender or 'nobody'}, "
