@@ -385,18 +385,21 @@ def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = No
 @click.option("--policy", "policy_file", type=click.Path(path_type=Path), default=None,
               help="The operator's policy over the defaults (trigger label, sandbox, "
               "budgets): the ceiling a repository's .opbot.yaml may only tighten.")
-@click.option("--dispatch", is_flag=True, envvar="OPBOT_DISPATCH", show_envvar=True,
+# Not click's envvar: it also takes t/y/f/n, and a typo must not fall back to run mode
+# (which runs untrusted code on this host); bot.server reads OPBOT_DISPATCH strictly.
+@click.option("--dispatch", is_flag=True,
               help="Hand each job to the CI system (GitHub repository_dispatch, a GitLab "
               "pipeline) instead of running it here (OPBOT_DISPATCH=1 in a unit's "
-              "environment file does the same).")
+              "environment file does the same; it takes 1/0, true/false, yes/no, on/off).")
 def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
           policy_file: Path | None, dispatch: bool) -> None:
     """Receive GitHub and GitLab webhooks (secret: OPBOT_WEBHOOK_SECRET, or one per forge:
     OPBOT_GITHUB_WEBHOOK_SECRET, OPBOT_GITLAB_WEBHOOK_SECRET)."""
-    from bot.server import secrets_from_environment
+    from bot.server import dispatch_mode_from_environment, secrets_from_environment
     from bot.server import serve as run_server
 
     try:
+        dispatch = dispatch or dispatch_mode_from_environment()
         secrets_from_environment()
         policy = _apply_policy(policy_file)
     except OpbotError as exc:

@@ -16,6 +16,7 @@ no CI run starts for it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -48,6 +49,25 @@ def dispatch_from_environment(plan: Plan, environ: Mapping[str, str] | None = No
     from bot.jobs import forge_from_environment
 
     return forge_from_environment(plan, environ).dispatch_plan(plan.to_json())
+
+
+# A URL's user information (`https://user:token@host/...`): credentials, whatever the
+# Redactor knows; the host and path stay, so a person can still tell which call failed.
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]+@")
+REASON_LIMIT = 200  # characters of a forge's error said in public
+
+
+def strip_url_credentials(text: str) -> str:
+    return _URL_CREDENTIALS.sub(r"\1[REDACTED]@", text)
+
+
+def public_reason(reason: str, limit: int = REASON_LIMIT) -> str:
+    """A forge's error text fit to quote: credentials in URLs removed, its first line only
+    (a forge may answer with a whole HTML page), at most `limit` characters. Known secret
+    values are the caller's Redactor's to remove first."""
+    text = strip_url_credentials(reason)
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "\u2026"
 
 
 def given_up_text(tries: int, reason: str, job: int) -> str:
@@ -84,7 +104,7 @@ class DispatchGuard:
         """Why the job would refuse `plan` (None: hand it over), answered on its thread as
         the job would answer it."""
         from bot.jobs import HUMAN_TRIGGERS, authorization, refusal_text
-        from bot.publish import upsert_status
+        from bot.publish import answer_refusal
 
         if plan.action not in HUMAN_TRIGGERS:
             return None
@@ -94,7 +114,8 @@ class DispatchGuard:
         forge = self.connect(plan)
         refused = authorization(plan, forge, settings).refusal
         if refused is not None and plan.number is not None:
-            upsert_status(forge, _target(plan), refusal_text(refused), settings.bot_login)
+            answer_refusal(forge, _target(plan), refusal_text(refused), settings.bot_login,
+                           plan.comment_id if plan.command else None)
         return refused
 
     def report(self, plan: Plan, text: str) -> None:

@@ -658,8 +658,12 @@ def handle_cancel(job: _Job) -> JobOutcome:
     keys = {job_key(job.plan), job_key(replace(job.plan, op=_op_of_target(job))),
             job_key(replace(job.plan, op=None))}
     stopped = sum(job.settings.jobs.cancel(key) for key in keys)
-    job.status(f"Cancelled: {stopped} job(s) stopped or dropped." if stopped
-               else "Nothing to cancel: no opbot job is queued or running here.")
+    # A dispatching server hands work to CI: a run that already started there is the CI
+    # system's to cancel, whatever this server's queue holds.
+    elsewhere = (" Work a dispatching server (`opbot serve --dispatch`) already handed to CI "
+                 "runs there: cancel a started run in the CI system.")
+    job.status((f"Cancelled: {stopped} job(s) stopped or dropped." if stopped
+                else "Nothing to cancel: no opbot job is queued or running here.") + elsewhere)
     return JobOutcome(True, job.plan.action, f"cancelled {stopped} job(s)")
 
 

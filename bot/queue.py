@@ -8,6 +8,8 @@ check suite and the workflow run of one CI failure) coalesce into one job by the
 request's id (`RequestKey`); a job may wait a moment for the rest of a burst (`settle_s`).
 A job put back for a later try (`retry`) waits until its time, and holds back the later
 jobs of its key meanwhile, so one operator's jobs keep their order.
+Deliveries are remembered for a week and finished jobs kept for a month (`prune`, which the
+server's main worker runs hourly); /metrics' totals live in `counters` and never go down.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,14 @@ MAX_RUNS = 3  # a job that kills its worker this many times is given up
 CONTROL_PREFIX = "control:"  # keys of jobs that steer other jobs (/cancel)
 STATES = ("queued", "running", "done", "failed", "cancelled")
 DEFAULT_STATE_DIR = Path(".opbot-state")  # `opbot serve` and `opbot queue` agree on it
+# How long a write waits for another connection's lock (an operator's sqlite3 shell, a
+# backup) before it fails: long enough that a short hold never reaches the worker.
+BUSY_TIMEOUT_S = 30.0
+# Retention: a redelivery is recognised for a week (GitHub redelivers for 3 days); a
+# finished job is listed for a month. Counters (/metrics) live in `counters`, not in rows.
+DELIVERY_RETENTION_S = 7 * 86400.0
+JOB_RETENTION_S = 30 * 86400.0
+FINISHED = ("done", "failed", "cancelled")
 
 
 def queue_path(state_dir: Path) -> Path:
@@ -53,6 +65,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel INTEGER NOT NULL DEFAULT 0  -- /cancel asked a running job to stop
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, id);
+CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received);
 CREATE TABLE IF NOT EXISTS spend (
     repo TEXT NOT NULL,
     day TEXT NOT NULL,               -- UTC date
@@ -89,6 +102,29 @@ BEGIN
 END;
 """
 _FINISHED_PREFIX = "jobs_total|"
+# claim() walks the active jobs key by key (a skip-scan over `jobs_active`, one probe per
+# op), so 100k jobs queued behind one running job cost microseconds, not a scan of them all
+# under the queue lock. INDEXED BY: the planner would otherwise pick `jobs_status`.
+_ACTIVE = "status IN ('queued', 'running')"
+_INDEXES = f"""
+CREATE INDEX IF NOT EXISTS jobs_active ON jobs (key, id) WHERE {_ACTIVE};
+CREATE INDEX IF NOT EXISTS jobs_key_status ON jobs (key, status);
+"""
+_CLAIMABLE = (
+    "WITH RECURSIVE keys(k) AS ("  # noqa: S608 - constants only
+    f"SELECT MIN(key) FROM jobs INDEXED BY jobs_active WHERE {_ACTIVE} "
+    f"UNION ALL SELECT (SELECT MIN(key) FROM jobs INDEXED BY jobs_active WHERE {_ACTIVE} "
+    "AND key > k) FROM keys WHERE k IS NOT NULL) "
+    "SELECT {columns} FROM keys JOIN jobs AS queued ON queued.id = (SELECT id FROM jobs "
+    f"INDEXED BY jobs_active WHERE {_ACTIVE} AND key = k ORDER BY id LIMIT 1) "
+    "WHERE k IS NOT NULL AND queued.status = 'queued' AND queued.not_before <= ? "
+    "AND (substr(queued.key, 1, ?) = ?) = ? AND NOT EXISTS (SELECT 1 FROM jobs AS busy "
+    "INDEXED BY jobs_key_status WHERE busy.key = queued.key AND busy.status = 'running') "
+    "{tail}")
+
+
+class NotAQueueError(Exception):
+    """A file that is no opbot queue (empty, corrupt, something else's database)."""
 
 
 @dataclass(frozen=True)
@@ -155,14 +191,53 @@ def _result(text: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else {"error": text}
 
 
+def check_queue_file(path: Path) -> None:
+    """NotAQueueError unless `path` holds an opbot queue; read-only (never writes, never
+    creates): `opbot queue` must not turn a stray file into a queue."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise NotAQueueError(f"cannot open {path}: {exc}") from None
+    try:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    except sqlite3.DatabaseError as exc:
+        raise NotAQueueError(f"{path} is not an opbot queue, or cannot be read ({exc})"
+                             ) from None
+    finally:
+        db.close()
+    if not {"id", "key", "plan", "status"} <= columns:
+        raise NotAQueueError(f"{path} is not an opbot queue (it has no jobs table)")
+
+
 class JobQueue:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, busy_timeout_s: float = BUSY_TIMEOUT_S,
+                 read_only: bool = False) -> None:
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        if read_only:  # `opbot queue list`: reads as the file is, writes nothing
+            check_queue_file(path)
+            self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                       timeout=busy_timeout_s, check_same_thread=False,
+                                       isolation_level=None)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=busy_timeout_s,
+                                   check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
         self._migrate()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error; the caller holds _lock.
+        BEGIN is outside the try: when it fails (the file is locked) there is nothing to
+        roll back, and a failed ROLLBACK must not hide the real error."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _migrate(self) -> None:
         """Queues written before retries existed lack `not_before`; their jobs are due."""
@@ -174,6 +249,7 @@ class JobQueue:
         if "cancel" not in columns:
             self._db.execute("ALTER TABLE jobs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0")
         self._db.execute("CREATE INDEX IF NOT EXISTS jobs_request ON jobs (request, id)")
+        self._db.executescript(_INDEXES)
 
     def close(self) -> None:
         with self._lock:
@@ -200,23 +276,16 @@ class JobQueue:
         """Queue a job, unless an earlier job of the same request absorbs it (atomically:
         two deliveries of one request arriving together still make one job)."""
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                joined = self._join(request, now) if request is not None else None
-                if joined is not None:
-                    self._db.execute("COMMIT")
-                    return Submitted(joined, True)
-                settle = request.settle_s if request is not None else 0.0
-                cursor = self._db.execute(
-                    "INSERT INTO jobs (key, plan, status, created, updated, not_before, "
-                    "request) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-                    (key, json.dumps(plan), now, now, now + settle,
-                     request.id if request is not None else None))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._transaction():
+            joined = self._join(request, now) if request is not None else None
+            if joined is not None:
+                return Submitted(joined, True)
+            settle = request.settle_s if request is not None else 0.0
+            cursor = self._db.execute(
+                "INSERT INTO jobs (key, plan, status, created, updated, not_before, "
+                "request) VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                (key, json.dumps(plan), now, now, now + settle,
+                 request.id if request is not None else None))
         return Submitted(int(cursor.lastrowid or 0), False)
 
     def _join(self, request: RequestKey, now: float) -> int | None:
@@ -267,25 +336,15 @@ class JobQueue:
         """The oldest due queued job whose op has no job running and no older job waiting;
         marked running. `control`: only jobs keyed CONTROL_PREFIX (/cancel, which must run
         beside the job it stops), else only the others."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT id, key, plan, runs FROM jobs AS queued WHERE status = 'queued' "
-                    "AND not_before <= ? AND (substr(key, 1, ?) = ?) = ? AND NOT EXISTS "
-                    "(SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key AND "
-                    "(busy.status = 'running' OR (busy.status = 'queued' AND "
-                    "busy.id < queued.id))) ORDER BY id LIMIT 1",
-                    (time.time(), len(CONTROL_PREFIX), CONTROL_PREFIX, control)).fetchone()
-                if row is None:
-                    self._db.execute("COMMIT")
-                    return None
-                self._db.execute("UPDATE jobs SET status = 'running', runs = runs + 1, "
-                                 "updated = ? WHERE id = ?", (time.time(), row[0]))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._transaction():
+            row = self._db.execute(
+                _CLAIMABLE.format(columns="queued.id, queued.key, queued.plan, queued.runs",
+                                  tail="ORDER BY queued.id LIMIT 1"),
+                (time.time(), len(CONTROL_PREFIX), CONTROL_PREFIX, control)).fetchone()
+            if row is None:
+                return None
+            self._db.execute("UPDATE jobs SET status = 'running', runs = runs + 1, "
+                             "updated = ? WHERE id = ?", (time.time(), row[0]))
         return QueuedJob(id=row[0], key=row[1], plan=json.loads(row[2]), runs=row[3] + 1)
 
     def finish(self, job_id: int, ok: bool, result: dict[str, Any]) -> None:
@@ -293,6 +352,38 @@ class JobQueue:
             self._db.execute("UPDATE jobs SET status = ?, result = ?, updated = ? WHERE id = ?",
                              ("done" if ok else "failed", json.dumps(result), time.time(),
                               job_id))
+
+    def finish_cancelled(self, job_id: int, result: dict[str, Any]) -> None:
+        """A running job that was asked to stop (/cancel, `opbot queue drop`) before it
+        did its work."""
+        with self._lock:
+            self._db.execute("UPDATE jobs SET status = 'cancelled', result = ?, updated = ? "
+                             "WHERE id = ?", (json.dumps(result), time.time(), job_id))
+
+    def abandon(self, job_id: int, result: dict[str, Any]) -> bool:
+        """Fail a job left running after its worker could not record its end (the queue
+        was locked); a job whose end was recorded after all is left alone. True: failed."""
+        with self._lock:
+            cursor = self._db.execute("UPDATE jobs SET status = 'failed', result = ?, "
+                                      "updated = ? WHERE id = ? AND status = 'running'",
+                                      (json.dumps(result), time.time(), job_id))
+        return cursor.rowcount == 1
+
+    def prune(self, now: float | None = None,
+              delivery_retention_s: float = DELIVERY_RETENTION_S,
+              job_retention_s: float = JOB_RETENTION_S) -> tuple[int, int]:
+        """Forget deliveries and finished jobs past their retention: (deliveries, jobs).
+        /metrics loses nothing: a job was counted in `counters` when it finished (the
+        trigger counts updates, and a DELETE is none)."""
+        at = time.time() if now is None else now
+        marks = ",".join("?" for _ in FINISHED)
+        with self._lock, self._transaction():
+            deliveries = self._db.execute("DELETE FROM deliveries WHERE received < ?",
+                                          (at - delivery_retention_s,)).rowcount
+            jobs = self._db.execute(
+                f"DELETE FROM jobs WHERE status IN ({marks}) AND updated < ?",  # noqa: S608
+                (*FINISHED, at - job_retention_s)).rowcount
+        return int(deliveries), int(jobs)
 
     def retry(self, job_id: int, delay_s: float, result: dict[str, Any]) -> None:
         """Back to the queue, due in `delay_s` seconds; `result` says why it waits."""
@@ -357,11 +448,8 @@ class JobQueue:
         taken (its creation, or the end of its retry delay): None when there is none."""
         with self._lock:
             row = self._db.execute(
-                "SELECT MIN(MAX(created, not_before)) FROM jobs AS queued WHERE status = "
-                "'queued' AND not_before <= ? AND (substr(key, 1, ?) = ?) = ? AND NOT EXISTS "
-                "(SELECT 1 FROM jobs AS busy WHERE busy.key = queued.key AND "
-                "(busy.status = 'running' OR (busy.status = 'queued' AND "
-                "busy.id < queued.id)))",
+                _CLAIMABLE.format(columns="MIN(MAX(queued.created, queued.not_before))",
+                                  tail=""),
                 (time.time(), len(CONTROL_PREFIX), CONTROL_PREFIX, control)).fetchone()
         return None if row[0] is None else float(row[0])
 
@@ -414,26 +502,17 @@ class JobQueue:
 
     def _change(self, job_id: int, states: tuple[str, ...], update: str, verb: str) -> JobRow:
         """Run `update` (parameters: now, id) if the job is in one of `states`, atomically."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT status FROM jobs WHERE id = ?",
-                                       (job_id,)).fetchone()
-                if row is not None and row[0] in states:
-                    self._db.execute(update, (time.time(), job_id))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._transaction():
+            row = self._db.execute("SELECT status FROM jobs WHERE id = ?",
+                                   (job_id,)).fetchone()
+            if row is not None and row[0] in states:
+                self._db.execute(update, (time.time(), job_id))
         if row is None:
             raise JobStateError(f"no job {job_id} in the queue")
         if row[0] not in states:
             raise JobStateError(f"job {job_id} is {row[0]}: only a {' or '.join(states)} job "
                                 f"can be {verb}")
         return self.row(job_id)
-
-
-
 
 
 def _row(row: Any) -> JobRow:

@@ -2,29 +2,48 @@
 
 Safe while the server runs: each change is one SQLite transaction under the same locking
 the server's queue uses (BEGIN IMMEDIATE, WAL), and a state check inside it, so a job the
-worker claimed a moment ago is never dropped as if it were waiting.
-Exit codes: 0 done; 1 no such job, or a job in the wrong state; 2 no queue there.
+worker claimed a moment ago is never dropped as if it were waiting. `list` only reads (the
+file is opened read-only); nothing here creates a queue, or writes into a file that is none.
+Exit codes: 0 done; 1 no such job, or a job in the wrong state; 2 no queue there (no file,
+not an opbot queue, a corrupt one) or a usage error (a job id is a whole number from 1).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from bot.queue import DEFAULT_STATE_DIR, STATES, JobQueue, JobRow, JobStateError, queue_path
+from bot.queue import (
+    DEFAULT_STATE_DIR,
+    STATES,
+    JobQueue,
+    JobRow,
+    JobStateError,
+    NotAQueueError,
+    check_queue_file,
+    queue_path,
+)
 
 __all__ = ["DEFAULT_STATE_DIR", "queue"]
 
 EXIT_OK, EXIT_REFUSED, EXIT_NO_QUEUE = 0, 1, 2
+# SQLite's rowid range: a larger number names no job (and would overflow sqlite3's int).
+JOB_ID = click.IntRange(1, 2**63 - 1)
 
 _state_dir = click.option("--state-dir", type=click.Path(path_type=Path),
                           default=DEFAULT_STATE_DIR, show_default=True,
                           help="The folder `opbot serve --state-dir` names.")
+# `retry -1` would read as an unknown option "-1": take it as the ID, which the range refuses
+# ("-1 is not in the range"); other unknown options still fail as usage errors.
+_ID_ARGUMENT = {"ignore_unknown_options": True}
 _as_json = click.option("--json", "as_json", is_flag=True, help="JSON on stdout.")
 
 
@@ -33,11 +52,26 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _open(state_dir: Path) -> JobQueue:
+@contextmanager
+def _opened(state_dir: Path, read_only: bool) -> Iterator[JobQueue]:
+    """The queue in `state_dir`, checked read-only first (a change must not write a
+    schema into an empty or foreign file); any SQLite error on it: exit 2, no traceback."""
     path = queue_path(state_dir)
     if not path.is_file():  # never create an empty queue where the server keeps none
         _fail(f"no queue at {path}: pass the --state-dir `opbot serve` uses", EXIT_NO_QUEUE)
-    return JobQueue(path)
+    try:
+        check_queue_file(path)
+        found = JobQueue(path, read_only=read_only)
+    except NotAQueueError as exc:
+        _fail(f"{exc}: pass the --state-dir `opbot serve` uses", EXIT_NO_QUEUE)
+    except sqlite3.Error as exc:
+        _fail(f"cannot open the queue at {path}: {exc}", EXIT_NO_QUEUE)
+    try:
+        yield found
+    except sqlite3.Error as exc:
+        _fail(f"the queue at {path} could not be read or changed: {exc}", EXIT_NO_QUEUE)
+    finally:
+        found.close()
 
 
 def last_error(row: JobRow) -> str | None:
@@ -87,7 +121,8 @@ def queue() -> None:
 def list_jobs(state: str | None, as_json: bool, state_dir: Path) -> None:
     """The jobs, oldest first: id, state, runs, age, action, repo#number, key, last error."""
     now = time.time()
-    items = [to_json(row, now) for row in _open(state_dir).rows(state)]
+    with _opened(state_dir, read_only=True) as found:
+        items = [to_json(row, now) for row in found.rows(state)]
     if as_json:
         click.echo(json.dumps({"jobs": items}, indent=2, ensure_ascii=True))
         return
@@ -98,11 +133,11 @@ def list_jobs(state: str | None, as_json: bool, state_dir: Path) -> None:
 
 
 def _apply(state_dir: Path, job_id: int, change: str, as_json: bool, said: str) -> None:
-    found = _open(state_dir)
-    try:
-        row = found.requeue(job_id) if change == "retry" else found.drop(job_id)
-    except JobStateError as exc:
-        _fail(str(exc), EXIT_REFUSED)
+    with _opened(state_dir, read_only=False) as found:
+        try:
+            row = found.requeue(job_id) if change == "retry" else found.drop(job_id)
+        except JobStateError as exc:
+            _fail(str(exc), EXIT_REFUSED)
     item = to_json(row, time.time())
     if as_json:
         click.echo(json.dumps(item, indent=2, ensure_ascii=True))
@@ -110,17 +145,18 @@ def _apply(state_dir: Path, job_id: int, change: str, as_json: bool, said: str) 
         click.echo(f"job {job_id}: {said if row.status != 'running' else 'asked it to stop'}")
 
 
-@queue.command()
-@click.argument("job_id", type=int, metavar="ID")
+@queue.command(context_settings=_ID_ARGUMENT)
+@click.argument("job_id", type=JOB_ID, metavar="ID")
 @_as_json
 @_state_dir
 def retry(job_id: int, as_json: bool, state_dir: Path) -> None:
-    """Queue a failed job (a dispatch given up) again, due now, its tries reset."""
+    """Queue a failed job (a dispatch given up) again, due now, its tries reset.
+    ID is a job id from `opbot queue list` (a whole number from 1)."""
     _apply(state_dir, job_id, "retry", as_json, "queued again")
 
 
-@queue.command()
-@click.argument("job_id", type=int, metavar="ID")
+@queue.command(context_settings=_ID_ARGUMENT)
+@click.argument("job_id", type=JOB_ID, metavar="ID")
 @_as_json
 @_state_dir
 def drop(job_id: int, as_json: bool, state_dir: Path) -> None:

@@ -8,7 +8,9 @@ answer goes back within milliseconds, the work happens in the worker.
 The worker runs each job here, or with `--dispatch` hands it to the CI system (bot/dispatch.py).
 Bad input gets a 4xx, never a 5xx; the secret is never logged.
 For operators: /healthz (bot/health.py: 503 with the reasons when a worker is dead or the
-queue is stuck) and /metrics (bot/metrics.py, Prometheus text).
+queue is stuck) and /metrics (bot/metrics.py, Prometheus text). A worker outlives a locked
+queue (it backs off and tries again); a worker thread that dies anyway ends `opbot serve`
+(EXIT_WORKER_DIED), so that systemd restarts it. The mode (run or dispatch) is logged at start.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import logging
 import os
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
@@ -32,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.agent.transcript import Redactor
-from bot.dispatch import RetryPolicy, given_up_text
+from bot.dispatch import RetryPolicy, given_up_text, public_reason, strip_url_credentials
 from bot.errors import BadInputError, OpbotError
 from bot.event_input import settle_from_forge
 from bot.events import TRIGGER_LABEL, Plan, job_key, plan_event
@@ -61,6 +64,19 @@ MAX_BODIES_BYTES = 64 * 1024 * 1024  # all bodies being received at once
 BODY_TIMEOUT_S = 30.0
 BODY_TIMEOUT_VARIABLE = "OPBOT_BODY_TIMEOUT_S"
 _POLL_S = 0.5
+# A worker that cannot reach the queue (locked, slow storage) waits this long, doubling up
+# to the ceiling, and tries again: a lock held for minutes must not end the worker for good.
+# The ceiling plus the queue's busy timeout (30 s) stays under health.SILENT_AFTER_S (60 s),
+# so /healthz says "cannot use the queue", not "has not looped" (a hang), while it waits.
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 1.0, 20.0
+PRUNE_EVERY_S = 3600.0  # the main worker forgets old deliveries and jobs at most this often
+# The exit status when a worker thread died: non-zero, so systemd's Restart=on-failure
+# starts a fresh process (EX_SOFTWARE); the queue is durable and requeues its job.
+EXIT_WORKER_DIED = 70
+# Plans the server carries out itself even in dispatch mode: they only post an answer or
+# steer this server's own queue, so an NPU runner's CI job for them is waste (/help), or
+# cannot reach what it should stop (/cancel: the queue is here, not in CI).
+RUN_HERE = frozenset({"help", "cancel"})
 
 log = logging.getLogger("opbot.serve")
 
@@ -89,6 +105,25 @@ def secrets_from_environment(environ: Mapping[str, str] | None = None) -> list[s
         raise BadInputError(f"{SECRET_VARIABLE} is not set: opbot serve refuses to accept "
                             "unsigned webhooks")
     return found
+
+
+DISPATCH_VARIABLE = "OPBOT_DISPATCH"
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def dispatch_mode_from_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """OPBOT_DISPATCH, strictly: 1/true/yes/on or 0/false/no/off (any case); unset, empty
+    or blank is off. Anything else is refused: a typo (`enabled`, `ture`) that fell back to
+    run mode would run untrusted code on this host while its operator meant CI."""
+    text = (os.environ if environ is None else environ).get(DISPATCH_VARIABLE, "")
+    value = text.strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF or not value:
+        return False
+    raise BadInputError(f"{DISPATCH_VARIABLE}={text!r} is neither on (1, true, yes, on) nor "
+                        "off (0, false, no, off): opbot serve will not guess whether to run "
+                        "jobs on this host or hand them to CI")
 
 
 def body_timeout_from_environment(environ: Mapping[str, str] | None = None) -> float:
@@ -131,6 +166,8 @@ def request_of(plan: Plan, review_settle_s: float = 0.0) -> RequestKey | None:
         return RequestKey(f"{where}:review", joins=("queued",), settle_s=review_settle_s)
     if plan.action == "scan":
         return RequestKey(f"{plan.forge}:{plan.repo}:scan", joins=("queued", "running"))
+    if plan.action == "help":  # three /help comments in a row: one answer
+        return RequestKey(f"{where}:help", joins=("queued",))
     return None
 
 
@@ -182,6 +219,9 @@ class ServerSettings:
     limits: Limits = field(default_factory=lambda: Limits(
         stuck_after_s=stuck_after_from_environment(),
         running_limit_s=2 * default_policy().wall_seconds))
+    # Called with the reason when a worker thread died (a BaseException got out of it):
+    # `opbot serve` ends the process so that systemd restarts it; None: /healthz says so.
+    on_worker_death: Callable[[str], None] | None = None
 
     def secrets_for(self, forge: str) -> list[str]:
         return self.forge_secrets.get(forge) or self.secrets
@@ -407,44 +447,137 @@ def work(settings: ServerSettings, stop: threading.Event, control: bool = False,
     except BaseException as exc:
         beat.dead(type(exc).__name__)
         log.error("the %s worker stopped: %s", beat.name, type(exc).__name__)
+        if settings.on_worker_death is not None and not stop.is_set():
+            settings.on_worker_death(f"the {beat.name} worker died ({type(exc).__name__})")
         raise
+
+
+def exit_for_restart(reason: str) -> None:
+    """End `opbot serve` with EXIT_WORKER_DIED: a process whose worker is gone would answer
+    webhooks and queue jobs for ever without running one, and systemd restarts only a
+    process that ends. os._exit: the main thread is in uvicorn, which a thread cannot end
+    with a status; the queue is durable (SQLite), and the next start requeues the job."""
+    log.critical("%s: ending the process (status %d) so that it is restarted", reason,
+                 EXIT_WORKER_DIED)
+    logging.shutdown()
+    os._exit(EXIT_WORKER_DIED)
+
+
+@dataclass
+class _Backoff:
+    """Seconds to wait after each failure in a row: first, doubling, at most `ceiling`."""
+
+    first: float = BACKOFF_FIRST_S
+    ceiling: float = BACKOFF_MAX_S
+    failures: int = 0
+
+    def next(self) -> float:
+        self.failures += 1
+        return float(min(self.first * 2.0 ** (self.failures - 1), self.ceiling))
+
+    def reset(self) -> None:
+        self.failures = 0
 
 
 def _work(settings: ServerSettings, stop: threading.Event, control: bool,
           beat: Heartbeat) -> None:
-    recovered = 0 if control else settings.queue.recover()
-    if recovered:
-        log.info("requeued %d job(s) a previous run left unfinished", recovered)
+    """The worker's loop. Any Exception from the queue (sqlite3's `database is locked`
+    after the busy timeout, slow storage) is logged and waited out with a growing pause:
+    the loop itself ends only when `stop` is set."""
+    backoff = _Backoff()
+    recovered = control  # the control worker leaves recovery to the main one
+    pruned_at: float | None = None if not control else float("inf")
     while not stop.is_set():
         beat.alive()
-        job = settings.queue.claim(control=control)
-        if job is None:
-            stop.wait(_POLL_S)
-            continue
-        beat.running(job.id)
         try:
-            handle_job(settings, job)
-        except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
-            detail = settings.redactor.text(traceback.format_exc()[-3000:])
-            log.warning("job %d failed: %s\n%s", job.id, type(exc).__name__, detail)
-            settings.queue.finish(job.id, False, {"error": type(exc).__name__})
-        finally:
-            beat.running(None)
+            if not recovered:
+                _recover(settings)
+                recovered = True
+            if pruned_at is None or time.monotonic() - pruned_at >= PRUNE_EVERY_S:
+                pruned_at = time.monotonic()
+                _prune(settings)
+            worked = _one_job(settings, stop, control, beat, backoff)
+        except Exception as exc:  # noqa: BLE001 - the worker must outlive a locked queue
+            delay = backoff.next()
+            beat.queue_failed(settings.redactor.text(f"{type(exc).__name__}: {exc}")[:200])
+            log.error("the %s worker could not use the queue (%s: %s): trying again in "
+                      "%.0f s", beat.name, type(exc).__name__,
+                      settings.redactor.text(str(exc)), delay)
+            stop.wait(delay)
+            continue
+        backoff.reset()
+        beat.queue_ok()
+        if not worked:
+            stop.wait(_POLL_S)
+
+
+def _recover(settings: ServerSettings) -> None:
+    recovered = settings.queue.recover()
+    if recovered:
+        log.info("requeued %d job(s) a previous run left unfinished", recovered)
+
+
+def _prune(settings: ServerSettings) -> None:
+    deliveries, jobs = settings.queue.prune()
+    if deliveries or jobs:
+        log.info("pruned %d delivery id(s) and %d finished job(s) past their retention",
+                 deliveries, jobs)
+
+
+def _one_job(settings: ServerSettings, stop: threading.Event, control: bool,
+             beat: Heartbeat, backoff: _Backoff) -> bool:
+    """Claim and carry out one job; False when there was none."""
+    job = settings.queue.claim(control=control)
+    if job is None:
+        return False
+    beat.running(job.id)
+    try:
+        handle_job(settings, job)
+    except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the worker
+        detail = settings.redactor.text(traceback.format_exc()[-3000:])
+        log.warning("job %d failed: %s\n%s", job.id, type(exc).__name__, detail)
+        _end_failed(settings, stop, job, exc, backoff)
+    finally:
+        beat.running(None)
+    return True
+
+
+def _end_failed(settings: ServerSettings, stop: threading.Event, job: QueuedJob,
+                error: Exception, backoff: _Backoff) -> None:
+    """Record a failed job, however long the queue stays locked: a job left `running`
+    would hold back every later job of its key until the next restart. (If the job's
+    own end was recorded before the error, `abandon` leaves it as it is.)"""
+    while not stop.is_set():
+        try:
+            settings.queue.abandon(job.id, {"error": type(error).__name__})
+            return
+        except Exception as exc:  # noqa: BLE001 - the queue may still be locked: wait
+            delay = backoff.next()
+            log.error("job %d: could not record its failure (%s): trying again in %.0f s",
+                      job.id, type(exc).__name__, delay)
+            stop.wait(delay)
 
 
 def handle_job(settings: ServerSettings, job: QueuedJob) -> None:
-    """Dry runs only log their plans; otherwise the job is dispatched or run here."""
+    """Dry runs only log their plans; otherwise the job is dispatched or run here (in
+    dispatch mode too for RUN_HERE plans: /help, /cancel)."""
     dispatch, execute = settings.dispatch, settings.execute
+    here = job.plan.get("action") in RUN_HERE
     if settings.dry_run or (dispatch is None and execute is None):
         log.info("dry run: job %d would %s: %s", job.id, job.plan.get("action"),
                  json.dumps(job.plan, sort_keys=True))
         settings.queue.finish(job.id, True, {"dry_run": True})
-    elif dispatch is not None:
+    elif dispatch is not None and not here:
         dispatch_job(settings, dispatch, job)
     elif execute is not None:
         result = execute(Plan.from_json(job.plan),
                          lambda: settings.queue.cancel_requested(job.id))
         settings.queue.finish(job.id, bool(result.get("ok")), result)
+    else:  # dispatch mode without a way to run anything here (some tests): not handed on
+        log.info("job %d: %s is never handed to CI, and nothing runs it here", job.id,
+                 job.plan.get("action"))
+        settings.queue.finish(job.id, True, {"ok": True, "action": job.plan.get("action"),
+                                             "dispatched": False})
 
 
 def dispatch_job(settings: ServerSettings, dispatch: Callable[[Plan], Dispatch],
@@ -453,6 +586,14 @@ def dispatch_job(settings: ServerSettings, dispatch: Callable[[Plan], Dispatch],
     plan = Plan.from_json(job.plan)
     if plan.action == "ignore":  # never queued by this server; an old queue may hold one
         settings.queue.finish(job.id, True, {"action": "ignore", "dispatched": False})
+        return
+    # Each try is a claim of its own: a job /cancel or `opbot queue drop` asked to stop
+    # while it waited for its next try (its cancel flag survives `retry`) stops here.
+    if settings.queue.cancel_requested(job.id):
+        log.info("job %d: %s for %s cancelled before it was handed to CI", job.id,
+                 plan.action, plan.repo)
+        settings.queue.finish_cancelled(job.id, {"cancelled": True, "action": plan.action,
+                                                 "dispatched": False, "tries": job.runs - 1})
         return
     try:
         refusal = settings.vet(plan) if settings.vet is not None else None
@@ -476,7 +617,7 @@ def dispatch_job(settings: ServerSettings, dispatch: Callable[[Plan], Dispatch],
 
 def _dispatch_failed(settings: ServerSettings, job: QueuedJob, plan: Plan,
                      error: Exception) -> None:
-    reason = settings.redactor.text(str(error))
+    reason = strip_url_credentials(settings.redactor.text(str(error)))[:4000]
     result = {"ok": False, "action": plan.action, "error": type(error).__name__,
               "reason": reason, "tries": job.runs}
     delay = settings.retry.delay(error, job.runs)
@@ -499,7 +640,7 @@ def _report_given_up(settings: ServerSettings, job: QueuedJob, plan: Plan,
     if settings.report is None or plan.number is None:
         return
     try:
-        settings.report(plan, given_up_text(job.runs, reason, job.id))
+        settings.report(plan, given_up_text(job.runs, public_reason(reason), job.id))
     except (ForgeError, OpbotError) as exc:  # the forge that failed the dispatch may fail this
         log.warning("job %d: could not say so on %s#%s: %s", job.id, plan.repo, plan.number,
                     settings.redactor.text(str(exc)))
@@ -530,7 +671,17 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         dispatch=dispatch_from_environment if dispatch else None,
         vet=guard.refusal if dispatch else None, report=guard.report if dispatch else None,
         limits=Limits(stuck_after_s=stuck_after_from_environment(),
-                      running_limit_s=2 * policy.wall_seconds))
-    if dispatch:
-        log.info("dispatch mode: jobs are handed to the CI system, not run here")
+                      running_limit_s=2 * policy.wall_seconds),
+        on_worker_death=exit_for_restart)
+    log.info("%s", mode_line(dispatch=dispatch, dry_run=dry_run))
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")
+
+
+def mode_line(*, dispatch: bool, dry_run: bool) -> str:
+    """What `opbot serve` does with a job, said at start: run mode runs untrusted code on
+    this host, and an operator must see which mode a unit ended up in."""
+    mode = ("dispatch mode: jobs are handed to the CI system, not run here (/help and "
+            "/cancel are answered here)" if dispatch else
+            "run mode: jobs run on this host under the sandbox (set OPBOT_DISPATCH=1 or "
+            "pass --dispatch to hand them to CI instead)")
+    return f"{mode}; dry run: jobs only log their plans" if dry_run else mode
