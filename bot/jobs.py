@@ -85,6 +85,11 @@ def authorize(plan: Plan, forge: Forge, settings: JobSettings) -> str | None:
     return None
 
 
+def command_comment(plan: Plan) -> int | None:
+    """The comment that carried a command (`/regen`, `/cancel`, `/help`), to react to."""
+    return plan.comment_id if plan.action in {"regen", "cancel", "help"} else None
+
+
 def refusal_text(refusal: str) -> str:
     """The answer to a refused request, as the job says it (and a dispatching server, which
     checks first, says it in the same words)."""
@@ -709,14 +714,17 @@ def run_plan(plan: Plan, forge: Forge, settings: JobSettings) -> JobOutcome:
     checked = authorization(plan, forge, settings)
     settings = replace(settings, policy=checked.policy)
     target = Target(plan.target or "issue", plan.number) if plan.number is not None else None
-    if checked.notes and target is not None and plan.action in HUMAN_TRIGGERS:
+    # Only for a request the bot carries out: a stranger's refused command must not make
+    # the bot post (one note a command would be a way to spam a thread).
+    if (checked.notes and target is not None and plan.action in HUMAN_TRIGGERS
+            and checked.refusal is None):
         with contextlib.suppress(ForgeError):
             forge.create_comment(target, "\n\n".join(checked.notes))
     refusal = checked.refusal
     if refusal is not None:
         if target is not None and plan.action in HUMAN_TRIGGERS:
             answer_refusal(forge, target, refusal_text(refusal), settings.bot_login,
-                           plan.comment_id if plan.command else None)
+                           command_comment(plan))
         return JobOutcome(True, plan.action, f"refused: {refusal}")
     with tempfile.TemporaryDirectory(prefix="opbot-job-") as tmp:
         job = _Job(plan=plan, forge=forge, settings=settings, workdir=Path(tmp))

@@ -186,8 +186,8 @@ def _result(text: str | None) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:  # recover() writes its reason as plain text
-        return {"error": text}
+    except (ValueError, RecursionError):  # recover() writes its reason as plain text
+        return {"error": text[:1000]}
     return value if isinstance(value, dict) else {"error": text}
 
 
@@ -518,7 +518,7 @@ class JobQueue:
 def _row(row: Any) -> JobRow:
     try:
         plan = json.loads(row[2])
-    except ValueError:
+    except (ValueError, RecursionError):
         plan = {}
     return JobRow(id=int(row[0]), key=str(row[1]), plan=plan if isinstance(plan, dict) else {},
                   status=str(row[3]), runs=int(row[4]), result=_result(row[5]),

@@ -100,12 +100,18 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
+def _shown(text: object) -> str:
+    """Text from a webhook, fit for a terminal: no escape sequences, no line breaks."""
+    return "".join(char if char.isprintable() else "?" for char in str(text))
+
+
 def _line(item: dict[str, Any]) -> str:
-    where = f"{item['repo'] or '-'}#{item['number'] if item['number'] is not None else '-'}"
-    error = (item["last_error"] or "").replace("\n", " ")[:80]
-    return (f"{item['id']:>6}  {item['state']:<9}  {item['runs']:>4}  "
-            f"{_age(item['age_seconds']):>5}  {item['action'] or '-':<14}  {where:<28}  "
-            f"{item['key']}{'  ' + error if error else ''}")
+    where = _shown(f"{item['repo'] or '-'}#"
+                   f"{item['number'] if item['number'] is not None else '-'}")
+    error = _shown(item["last_error"] or "")[:80]
+    return (f"{item['id']:>6}  {_shown(item['state']):<9}  {item['runs']:>4}  "
+            f"{_age(item['age_seconds']):>5}  {_shown(item['action'] or '-'):<14}  "
+            f"{where:<28}  {_shown(item['key'])}{'  ' + error if error else ''}")
 
 
 @click.group()

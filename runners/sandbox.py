@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import glob
 import json
 import os
@@ -147,15 +146,20 @@ def _wheel_bwrap() -> str | None:
         return None
 
 
-@functools.cache
+_DISABLES_USERNS: dict[str, bool] = {}
+
+
 def _can_disable_userns(bwrap: str) -> bool:
-    """bwrap >= 0.8 can forbid user namespaces inside the sandbox (--disable-userns)."""
-    try:
-        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10,
-                               check=False, errors="replace")
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--disable-userns" in shown.stdout + shown.stderr
+    """bwrap >= 0.8 can forbid user namespaces inside the sandbox (--disable-userns). Only a
+    clear answer is remembered: a `--help` that timed out on a loaded host is asked again."""
+    if bwrap not in _DISABLES_USERNS:
+        try:
+            shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True,
+                                   timeout=10, check=False, errors="replace")
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        _DISABLES_USERNS[bwrap] = "--disable-userns" in shown.stdout + shown.stderr
+    return _DISABLES_USERNS[bwrap]
 
 
 def find_bwrap() -> str | None:
@@ -183,10 +187,13 @@ class SandboxStatus:
     reason: str | None
     bwrap: str | None
     profile: str | None  # what to run the job under where it does not work
+    # Code inside cannot make user namespaces of its own (bwrap >= 0.8, --disable-userns);
+    # where it can, it holds every capability in one: the kernel's local-root surface.
+    userns_blocked: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"works": self.works, "reason": self.reason, "bwrap": self.bwrap,
-                "profile": self.profile}
+                "profile": self.profile, "userns_blocked": self.userns_blocked}
 
 
 def _read_setting(path: str) -> str | None:
@@ -252,7 +259,7 @@ def _probe(bwrap: str) -> SandboxStatus:
             return SandboxStatus(False, f"bwrap could not be run: {exc}", bwrap,
                                  sandbox_remedy())
     if done.returncode == 0:
-        return SandboxStatus(True, None, bwrap, None)
+        return SandboxStatus(True, None, bwrap, None, userns_blocked=_can_disable_userns(bwrap))
     said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
     return SandboxStatus(False, f"bwrap cannot start a sandbox here: {said[:300]}", bwrap,
                          sandbox_remedy(said))

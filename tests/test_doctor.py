@@ -57,7 +57,7 @@ def test_collect_on_this_machine(report: dict[str, Any]) -> None:
     # scripts/setup installs bubblewrap and CI runs where it can start: the probe says so.
     sandbox = report["sandbox"]
     assert sandbox == {"works": True, "reason": None, "bwrap": sandbox["bwrap"],
-                       "profile": None, "allow_unsandboxed": False}
+                       "profile": None, "allow_unsandboxed": False, "userns_blocked": True}
     assert Path(sandbox["bwrap"]).name == "bwrap"
     json.dumps(report)  # plain JSON types only
 

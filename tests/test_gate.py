@@ -338,3 +338,25 @@ def test_a_rate_limited_forge_makes_the_gate_run_unchecked_not_hang(
     assert time.monotonic() - started < 60
     assert (verdict["run"], verdict["checked"]) == (True, False)
     assert "not checked here" in verdict["reason"]
+
+
+def test_a_strangers_commands_never_make_the_bot_post_notes_or_comments(
+        fake: FakeForge, world: World, reader: str, tmp_path: Path) -> None:
+    """With an invalid .opbot.yaml, every refused command used to bring the note about it:
+    a way for anyone to make the bot post. Now: one status comment at most, then a
+    thumbs-down on each refused command (a /cancel too), and the note only with work."""
+    fake.human_commit(REPO, "main", {".opbot.yaml": "trigger: {min_permission: [\n"},
+                      "break the policy", author="alice")
+    commands = [_command(fake, world.pull.number, reader, body)
+                for body in ("/regen", "/cancel", "/regen")]
+    for payload in commands:
+        verdict = _verdict(_gate(payload, tmp_path, _env(fake), "--answer-refusals"))
+        assert verdict["run"] is False
+    comments = [effect for effect in fake.effect_log()
+                if ":comment:" in effect or ":comment-edit:" in effect]
+    assert len(comments) == 1  # the first refusal: no status comment was there yet
+    assert ".opbot.yaml" not in comments[0]
+    reactions = [effect for effect in fake.effect_log() if ":reaction:" in effect]
+    assert reactions == [
+        f"github:{REPO}#{world.pull.number}:reaction:comment-{payload['comment']['id']}:-1"
+        for payload in commands[1:]]

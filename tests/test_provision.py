@@ -887,6 +887,8 @@ def test_jit_dry_run_repository_scope_and_docker_launch(github: FakeGitHub) -> N
         assert f"{path}:{path}:ro" in volumes
     assert "--privileged" not in argv
     assert argv[argv.index("--group-add") + 1] == "1000"
+    for docker_argv in (argv, plan["preflight"]):  # non-root whatever the image's USER says
+        assert docker_argv[docker_argv.index("--user") + 1] == "10001:10001"
     envs = [argv[i + 1] for i, word in enumerate(argv) if word == "--env"]
     assert github_jit.JITCONFIG_ENV in envs  # name only, no value
     assert "ASCEND_RT_VISIBLE_DEVICES=0" in envs  # chip 1 is the container's only, logical 0

@@ -574,3 +574,14 @@ def test_readme_cites_only_documents_that_exist() -> None:
     assert "apparmor/opbot-bwrap" in listed
     for name in listed:
         assert (PROVISION / name).exists(), f"the README lists {name}, which is not there"
+
+
+def test_check_runner_warns_of_a_bwrap_that_cannot_stop_nested_user_namespaces(
+        tmp_path: Path) -> None:
+    host = _fake_host(tmp_path)
+    _doctor_reports(tmp_path, {"works": True, "reason": None, "bwrap": "/usr/bin/bwrap",
+                               "profile": None, "userns_blocked": False})
+    done = host.run()
+    assert done.returncode == 0, done.stdout
+    assert ("warn: opbot doctor: the sandbox's bwrap cannot stop generated code from making "
+            "user namespaces of its own") in done.stdout

@@ -16,6 +16,7 @@ import platform
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -523,6 +524,7 @@ def test_jit_container_is_confined_and_limited(tmp_path: Path) -> None:
     assert _flag_values(argv, "--name") == ["opbot-runner-npu0-1"]
     assert _flag_values(argv, "--stop-timeout") == ["100"]
     assert _flag_values(argv, "--cap-drop") == ["ALL"]
+    assert _flag_values(argv, "--user") == ["10001:10001"]  # never the image's USER
     assert _flag_values(argv, "--security-opt") == [
         "no-new-privileges", f"seccomp={PROFILE_PATH.resolve()}", "apparmor=opbot-bwrap",
         "systempaths=unconfined"]
@@ -1423,3 +1425,215 @@ def test_broker_unit_verifies_and_scores_well(systemd_analyze: str, tmp_path: Pa
         pytest.skip("this systemd-analyze has no offline security scoring: "
                     + (security.stderr or security.stdout).strip()[-200:])
     assert float(level[1]) <= 2.0, security.stdout[-2000:]
+
+
+# -- proxies, header-safe tokens, the job's user, IPv6 loopback --------------------------------
+
+
+@pytest.fixture
+def fake_proxy() -> Iterator[_Sequenced]:
+    """A proxy on loopback that records whatever reaches it (and answers like GitHub)."""
+    server = _Sequenced.start([CREATED])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_jit_never_sends_a_loopback_request_to_the_proxy(
+        sequenced: _Sequenced, fake_proxy: _Sequenced, tmp_path: Path) -> None:
+    # The broker on loopback speaks plain HTTP: through $http_proxy the host token would go
+    # to the proxy in clear text.
+    done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                "--name", "npu-host-1-abc", "--broker", sequenced.url,
+                "--runner-dir", str(_fake_runner(tmp_path)),
+                env=_base_env(OPBOT_BROKER_TOKEN=HOST_TOKEN, http_proxy=fake_proxy.url,
+                              HTTP_PROXY=fake_proxy.url, https_proxy=fake_proxy.url))
+    assert done.returncode == 0, done.stderr
+    assert fake_proxy.requests == []
+    assert len(sequenced.requests) == 1
+    assert sequenced.requests[0].headers["authorization"] == f"Bearer {HOST_TOKEN}"
+
+
+def test_jit_keeps_the_operators_proxy_for_https_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("https_proxy", "http://proxy.example.com:3128")
+    monkeypatch.setenv("http_proxy", "http://proxy.example.com:3128")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+    def proxies(url: str) -> dict[str, str]:
+        opener = urllib.request.build_opener(*github_jit._handlers(url))
+        # An empty ProxyHandler has no *_open methods, so the opener drops it: no proxy.
+        found = [handler.proxies for handler in opener.handlers  # type: ignore[attr-defined]
+                 if isinstance(handler, urllib.request.ProxyHandler)]
+        return found[0] if found else {}
+
+    for url in ("http://127.0.0.1:8787/v1/jitconfig", "http://[::1]:8787/x",
+                "http://localhost:1/x"):
+        assert proxies(url) == {}
+    assert proxies("https://api.github.com/x")["https"] == "http://proxy.example.com:3128"
+    assert proxies("https://broker.example.com/x")["https"] == "http://proxy.example.com:3128"
+
+
+def test_broker_never_asks_a_loopback_api_through_the_proxy(
+        broker: jit_broker.BrokerServer, github_app: _FakeGitHubApp, fake_proxy: _Sequenced,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, fake_proxy.url)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    grant = broker.broker.config.hosts[0]
+    answer = broker.broker.jitconfig(grant, {"name": "npu-host-1-x", "runner_group_id": 7,
+                                             "labels": ["self-hosted", "ascend"]})
+    assert answer["encoded_jit_config"] == JIT_CONFIG
+    assert fake_proxy.requests == []
+    assert len(github_app.requests) == 2  # the installation token, then the JIT config
+
+
+@pytest.mark.parametrize("token", ["ghp_\u20acabc", "ghp_\u2028abc", "ghp_caf\u00e9",
+                                   "ghp_\u0085abc"], ids=["euro", "u2028", "latin1", "nel"])
+def test_jit_token_outside_printable_ascii_is_exit_3_without_asking(
+        sequenced: _Sequenced, tmp_path: Path, token: str) -> None:
+    # urllib used to fail on the header with a ValueError, reported as "not JSON": exit 1,
+    # and the unit retried for ever.
+    for variable, extra in (("OPBOT_RUNNER_ADMIN_TOKEN", ["--api-url", sequenced.url]),
+                            ("OPBOT_BROKER_TOKEN", ["--broker", sequenced.url])):
+        done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                    "--name", "npu-host-0", *extra, "--runner-dir",
+                    str(_fake_runner(tmp_path)), env=_base_env(**{variable: token}))
+        assert done.returncode == github_jit.EXIT_CONFIG, done.stderr
+        assert f"${variable} holds characters other than printable ASCII" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert sequenced.requests == []
+    with pytest.raises(github_jit.ConfigError, match=r"\$OPBOT_BROKER_TOKEN"):
+        github_jit.check_token(token, "OPBOT_BROKER_TOKEN")
+
+
+def test_jit_container_runs_as_the_images_non_root_user_by_default(tmp_path: Path) -> None:
+    plan = json.loads(_docker_plan(tmp_path).stdout)
+    for argv in (plan["launch"]["argv"], plan["preflight"]):
+        assert _flag_values(argv, "--user") == ["10001:10001"]
+        assert _flag_values(argv, "--group-add") == ["1000"]
+
+
+@pytest.mark.parametrize("user", ["1000:1000", "opbot", "opbot:hwhiaiuser", "10001",
+                                  "_svc:1"])
+def test_jit_job_user_from_the_command_line_or_the_environment(tmp_path: Path,
+                                                               user: str) -> None:
+    given = _docker_plan(tmp_path, "--job-user", user)
+    assert given.returncode == 0, given.stderr
+    from_env = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                    "--docker-image", "i", "--npu", "0", "--ascend-gid", "1", "--dry-run",
+                    "--preflight-in-image", env=_base_env(OPBOT_JOB_USER=user))
+    assert from_env.returncode == 0, from_env.stderr
+    for done in (given, from_env):
+        plan = json.loads(done.stdout)
+        for argv in (plan["launch"]["argv"], plan["preflight"]):
+            assert _flag_values(argv, "--user") == [user]
+
+
+ROOT_SPELLINGS = ["0", "00", "0000000000", "0:0", "10001:0", "0:10001", "10001:000", "root",
+                  "root:10001", "10001:root", "+0", "0x0", "-0", "0.0", "1e0", "\u0660",
+                  "0 ", " 0", "10001:", ":10001", ":", "", "10001:10001:0", "Root",
+                  "10001\n"]
+
+
+@pytest.mark.parametrize("user", ROOT_SPELLINGS)
+def test_jit_refuses_root_as_the_job_user_in_any_spelling(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        user: str) -> None:
+    said = _usage_error(capsys, "--docker-image", "img", "--npu", "0", f"--job-user={user}")
+    assert "--job-user" in said
+    assert github_jit.check_job_user(user) is not None
+    if user:  # an empty variable means the default, as in register_gitlab_runner.sh
+        monkeypatch.setenv(github_jit.JOB_USER_ENV, user)
+        said = _usage_error(capsys, "--docker-image", "img", "--npu", "0")
+        assert github_jit.JOB_USER_ENV in said
+
+
+def test_jit_job_user_rules_match_register_gitlab_runner(tmp_path: Path) -> None:
+    # One host, one rule: the shell's check_job_user and the Python one agree.
+    script = (PROVISION / "register_gitlab_runner.sh").read_text()
+    start = script.index("check_job_user() {")
+    function = script[start:script.index("\n}\n", start) + 3]
+    probe = tmp_path / "probe.sh"
+    probe.write_text("die() { exit 9; }\n" + function + 'check_job_user "$1"\n')
+    for user in [*ROOT_SPELLINGS, "1000:1000", "opbot", "opbot:HwHiAiUser", "10001", "_svc:1",
+                 "a-b:c_d"]:
+        if "\n" in user:
+            continue  # bash's =~ and Python's fullmatch differ on nothing else here
+        shell_ok = _run(["bash", str(probe), user]).returncode == 0
+        assert shell_ok == (github_jit.check_job_user(user) is None), user
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_broker_listens_on_ipv6_loopback_and_a_host_registers_through_it(
+        tmp_path: Path, app_key: rsa.RSAPrivateKey, github_app: _FakeGitHubApp) -> None:
+    config = jit_broker.load_config(_broker_config(tmp_path, app_key, github_app.url,
+                                                   listen="[::1]:0"))
+    server = jit_broker.BrokerServer(jit_broker.Broker(config))  # was socket.gaierror
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://[::1]:{server.server_address[1]}"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url + "/healthz", timeout=10) as answer:
+            assert json.load(answer) == {"ok": True}
+        done = _jit("--org", "acme", "--runner-group-id", "7", "--soc", "ascend910b3",
+                    "--name", "npu-host-1-abc123", "--broker", url,
+                    "--runner-dir", str(_fake_runner(tmp_path / "runner")),
+                    env=_base_env(OPBOT_BROKER_TOKEN=HOST_TOKEN))
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_broker_script_cannot_listen_is_exit_1_without_a_traceback(
+        tmp_path: Path, app_key: rsa.RSAPrivateKey) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = _broker_config(tmp_path, app_key, "https://api.github.com",
+                                listen=f"127.0.0.1:{port}")
+        done = _run([sys.executable, str(PROVISION / "jit_broker.py"), "--config", str(config)])
+    assert done.returncode == github_jit.EXIT_RETRY, done.stderr
+    assert "cannot listen on" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_broker_ids_and_ipv6_listen_checked_at_start(tmp_path: Path,
+                                                     app_key: rsa.RSAPrivateKey) -> None:
+    (tmp_path / "k.pem").write_text(_pem(app_key))
+    host = {"token_sha256": "a" * 64, "org": "acme", "runner_group_id": 7, "labels": ["a"],
+            "name_prefix": "h-"}
+    base: dict[str, Any] = {"app_id": 1, "installation_id": 2, "private_key_file": "k.pem",
+                            "hosts": [host]}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"app_id": "x"}, "app_id must be"), ({"app_id": 0}, "app_id must be"),
+        ({"app_id": -3}, "app_id must be"), ({"app_id": True}, "app_id must be"),
+        ({"app_id": 1.5}, "app_id must be"), ({"app_id": "12 34"}, "app_id must be"),
+        ({"app_id": [1]}, "app_id must be"),
+        ({"installation_id": 0}, "installation_id must be a whole number above 0"),
+        ({"installation_id": -1}, "installation_id must be a whole number above 0"),
+        ({"listen": "::1:8787"}, "in brackets"),
+        ({"listen": "[::1]"}, "is not HOST:PORT"),
+    ]
+    for change, says in cases:
+        with pytest.raises(jit_broker.BrokerConfigError, match=says):
+            jit_broker.config_from({**base, **change}, tmp_path)
+    for app_id, iss in [(123456, "123456"), ("123456", "123456"),
+                        ("Iv23liAbCdEf012345", "Iv23liAbCdEf012345")]:
+        assert jit_broker.config_from({**base, "app_id": app_id}, tmp_path).app_id == iss
+    ipv6 = jit_broker.config_from({**base, "listen": "[::1]:8787"}, tmp_path)
+    assert ipv6.address == ("::1", 8787)

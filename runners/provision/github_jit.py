@@ -128,6 +128,13 @@ _IMAGE_REF = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
 _NPU_NUMBER = re.compile(r"[0-9]{1,4}")
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+# The user the job container runs as: the opbot image's own (uid and gid 10001). Named on the
+# docker command line, so an image whose USER is root cannot run the job as root.
+JOB_USER_ENV = "OPBOT_JOB_USER"
+DEFAULT_JOB_USER = "10001:10001"
+# register_gitlab_runner.sh's check_job_user takes the same: decimal ids or plain names.
+_JOB_USER_ID = re.compile(r"[0-9]{1,10}")
+_JOB_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _NPU_ROW = re.compile(
     r"^\|\s*(?P<id>\d+)\s+(?P<name>[A-Za-z0-9][\w.-]*)\s*\|\s*(?P<health>[A-Za-z]+)", re.MULTILINE)
 
@@ -301,7 +308,7 @@ def post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
         raise ConfigError(f"{url!r} is not an http(s) URL")
     http_request = urllib.request.Request(  # noqa: S310 - scheme checked just above
         url, data=json.dumps(body).encode(), method="POST", headers=dict(headers))
-    opener = urllib.request.build_opener(_NoRedirects)
+    opener = urllib.request.build_opener(*_handlers(url))
     try:
         with opener.open(http_request, timeout=timeout) as response:
             return json.loads(response.read().decode("utf-8", "replace") or "null")
@@ -318,6 +325,19 @@ def post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
     except (ValueError, RecursionError):
         # RecursionError: a body nested thousands deep is no answer either, not a crash.
         raise JitApiError(None, f"{url} answered with something that is not JSON") from None
+
+
+def _handlers(url: str) -> list[urllib.request.BaseHandler]:
+    """No redirects ever; and no proxy for this host itself (the broker, tests).
+
+    urllib honours $http_proxy: a plain-http request to 127.0.0.1 would go, token and all,
+    in clear text to the proxy. An https URL keeps the operator's proxy, which then sees
+    only an encrypted tunnel.
+    """
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+    if is_loopback(url):
+        handlers.append(urllib.request.ProxyHandler({}))
+    return handlers
 
 
 def rate_limit_delay(failure: HttpFailure, attempt: int, now: float) -> float | None:
@@ -550,6 +570,8 @@ class Confinement:
     # Unmasking is the operator's choice (check_runner.sh says when it is needed): the job
     # runs as a non-root user without capabilities, who can read or write little of it.
     unmask_proc: bool = False
+    # docker run --user: never the image's own USER, which a custom image may set to root.
+    user: str = DEFAULT_JOB_USER
 
 
 def apparmor_enabled(flag: Path = APPARMOR_ENABLED) -> bool:
@@ -584,6 +606,7 @@ def docker_run_prefix(chips: Sequence[int] | None, group_id: int | None,
             # The image's HEALTHCHECK probes `opbot serve`; a job container has none.
             "--no-healthcheck",
             "--stop-timeout", str(STOP_TIMEOUT_S),
+            "--user", confinement.user,
             "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges",
             "--security-opt", f"seccomp={confinement.seccomp_profile}"]
@@ -722,6 +745,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "Docker's masks, and then no sandbox starts in the job (only "
                              "for a policy with allow_unsandboxed; default: "
                              f"${SYSTEMPATHS_ENV}, else unconfined)")
+    parser.add_argument("--job-user", default=os.environ.get(JOB_USER_ENV) or DEFAULT_JOB_USER,
+                        metavar="UID:GID",
+                        help="with --docker-image: the user the job runs as, never root; "
+                             f"the NPU nodes' group is added to it (default: ${JOB_USER_ENV}, "
+                             f"else {DEFAULT_JOB_USER}, the opbot image's user)")
     parser.add_argument("--policy", type=Path,
                         default=Path(os.environ[POLICY_ENV]) if os.environ.get(POLICY_ENV)
                         else None,
@@ -753,6 +781,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         # environment; a typo there must not silently keep the masks (and the sandbox off).
         parser.error(f"${SYSTEMPATHS_ENV} must be masked or unconfined, not "
                      f"{args.systempaths!r}")
+    _job_user(parser, args.job_user)
     if args.broker is not None and not secure_url(args.broker):
         parser.error(f"--broker / ${BROKER_URL_ENV} must be an https URL (plain http only "
                      f"to 127.0.0.1, ::1 or localhost), not {args.broker!r}")
@@ -778,6 +807,14 @@ def _where(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     args.org, args.repo = org, repo
 
 
+def _job_user(parser: argparse.ArgumentParser, spec: str) -> None:
+    """Exit 2 for a --job-user / $OPBOT_JOB_USER that is root or no user at all."""
+    problem = check_job_user(spec)
+    if problem is not None:
+        parser.error(f"--job-user / ${JOB_USER_ENV}: {problem} (the job must run as a "
+                     "non-root user, e.g. 10001:10001)")
+
+
 def _chips(parser: argparse.ArgumentParser, npu: str | None) -> list[int] | None:
     """The chips of --npu: ASCII numbers, comma-separated, none empty, none twice."""
     if npu is None:
@@ -794,13 +831,42 @@ def _chips(parser: argparse.ArgumentParser, npu: str | None) -> list[int] | None
 
 def secure_url(url: str) -> bool:
     # A token goes with every request: in clear text only to this host itself (tests).
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme == "https" or (parts.scheme == "http"
-                                       and parts.hostname in LOOPBACK_HOSTS)
+    scheme = urllib.parse.urlsplit(url).scheme
+    return scheme == "https" or (scheme == "http" and is_loopback(url))
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url` names this host itself (127.0.0.1, ::1, localhost)."""
+    try:
+        return urllib.parse.urlsplit(url).hostname in LOOPBACK_HOSTS
+    except ValueError:  # an odd IPv6 literal: not loopback, so no exemption from anything
+        return False
+
+
+def check_job_user(spec: str) -> str | None:
+    """Why `spec` cannot be the job's --user (root, or neither ids nor names); None if fine.
+
+    The rules of register_gitlab_runner.sh's check_job_user: USER[:GROUP], each part a
+    decimal id (all zeros is 0: 00, 000 ...) or a plain name other than root. Anything else
+    (+0, 0x0, -1, spaces) is refused rather than guessed at.
+    """
+    user, colon, group = spec.partition(":")
+    if colon and not group:
+        return f"{spec!r} names no group after ':'"
+    for part in (user, group) if colon else (user,):
+        if _JOB_USER_ID.fullmatch(part):
+            if part.strip("0") == "":
+                return f"{spec!r} is root (uid or gid 0)"
+        elif _JOB_USER_NAME.fullmatch(part):
+            if part == "root":
+                return f"{spec!r} is root"
+        else:
+            return f"{part!r} is neither a decimal id nor a user or group name"
+    return None
 
 
 def check_token(token: str, name: str) -> None:
-    """ConfigError for a token no HTTP header can carry (CR, LF, other control characters).
+    """ConfigError for a token no HTTP header can carry: only printable ASCII passes.
 
     urllib would refuse the header with a ValueError on every try; a human must fix the
     env file, so exit 3, never a retry loop.
@@ -808,6 +874,11 @@ def check_token(token: str, name: str) -> None:
     if any(ord(char) < 0x20 or ord(char) == 0x7F for char in token) or token != token.strip():
         raise ConfigError(f"${name} holds control characters or surrounding whitespace (a "
                           "stray CR from a Windows editor?): fix the env file")
+    if not token.isascii():
+        # A header carries Latin-1 at most, and tokens are ASCII: a pasted typographic
+        # character (\u20ac, U+2028) would fail in urllib as a ValueError on every try.
+        raise ConfigError(f"${name} holds characters other than printable ASCII (pasted "
+                          "from a document?): fix the env file")
 
 
 def plan(args: argparse.Namespace) -> tuple[JitRequest, Launch, list[str] | None]:
@@ -859,7 +930,7 @@ def _confinement(args: argparse.Namespace) -> Confinement:
         raise ConfigError(f"job limits: {exc}") from None
     return Confinement(seccomp_profile=profile,
                        apparmor=apparmor_enabled(args.apparmor_enabled_file), limits=limits,
-                       unmask_proc=args.systempaths == "unconfined")
+                       unmask_proc=args.systempaths == "unconfined", user=args.job_user)
 
 
 def _ask(args: argparse.Namespace, request: JitRequest, token: str) -> JitConfig:

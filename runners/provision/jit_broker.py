@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import re
+import socket
 import sys
 import threading
 import time
@@ -72,6 +73,8 @@ _HOST_KEYS = {"name", "token_sha256", "org", "repo", "runner_group_id", "labels"
 _RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _WORK_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 _REQUEST_KEYS = {"name", "runner_group_id", "labels", "work_folder", "org", "repo"}
+# GitHub signs App JWTs with either the App's id (a number) or its client ID (Iv1..., Iv23...).
+_CLIENT_ID = re.compile(r"Iv[A-Za-z0-9.]{4,62}")
 
 
 class TokenBusy(Exception):
@@ -163,8 +166,8 @@ def config_from(raw: Mapping[str, Any], base: Path) -> BrokerConfig:
         raise BrokerConfigError(f"api_url must be an https URL (plain http only to "
                                 f"127.0.0.1, ::1 or localhost), not {api_url!r}")
     config = BrokerConfig(
-        app_id=str(_required(raw, "app_id")),
-        installation_id=_integer(raw, "installation_id"), private_key=private_key,
+        app_id=_app_id(raw), installation_id=_integer(raw, "installation_id", least=1),
+        private_key=private_key,
         hosts=grants, api_url=api_url, listen=str(raw.get("listen", DEFAULT_LISTEN)),
         max_body_bytes=_integer(raw, "max_body_bytes", DEFAULT_MAX_BODY),
         rate_limit_wait_max=_seconds(raw, "rate_limit_wait_max", DEFAULT_BROKER_WAIT_MAX_S,
@@ -193,10 +196,28 @@ def _private_key(key_file: Path) -> str:
     return text
 
 
+def _app_id(raw: Mapping[str, Any]) -> str:
+    """The JWT's issuer: the App's id, a positive whole number, or its client ID."""
+    value = _required(raw, "app_id")
+    if isinstance(value, str) and _CLIENT_ID.fullmatch(value):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,20}", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BrokerConfigError(f"app_id must be the App's id (a whole number above 0) or its "
+                                f"client ID (Iv...), not {value!r}")
+    return str(value)
+
+
 def _check_listen(listen: str, allow_non_loopback: Any) -> None:
     host, colon, port = listen.rpartition(":")
-    host = host.strip("[]")
     if not colon or not host or not re.fullmatch(r"[0-9]{1,5}", port) or int(port) > 65535:
+        raise BrokerConfigError(f"listen: {listen!r} is not HOST:PORT (port 0-65535)")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise BrokerConfigError(f"listen: {listen!r}: write an IPv6 address in brackets, "
+                                "e.g. [::1]:8787")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host:
         raise BrokerConfigError(f"listen: {listen!r} is not HOST:PORT (port 0-65535)")
     if not isinstance(allow_non_loopback, bool):
         raise BrokerConfigError(f"allow_non_loopback must be true or false, not "
@@ -249,11 +270,11 @@ def _required(raw: Mapping[str, Any], key: str, where: str = "") -> Any:
 
 
 def _integer(raw: Mapping[str, Any], key: str, default: int | None = None,
-             where: str = "") -> int:
+             where: str = "", least: int = 0) -> int:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise BrokerConfigError(f"{where + '.' if where else ''}{key} must be a whole "
-                                f"number, not {value!r}")
+                                f"number{' above 0' if least == 1 else ''}, not {value!r}")
     return value
 
 
@@ -414,7 +435,10 @@ class BrokerServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, broker: Broker, address: tuple[str, int] | None = None) -> None:
         self.broker = broker
-        super().__init__(address or broker.config.address, _Handler)
+        address = address or broker.config.address
+        # The standard server is IPv4 only: listen: "[::1]:8787" needs an IPv6 socket.
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, _Handler)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -497,7 +521,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerConfigError as exc:
         print(f"jit_broker: {exc}", file=sys.stderr)
         return github_jit.EXIT_CONFIG
-    server = BrokerServer(Broker(config))
+    try:
+        server = BrokerServer(Broker(config))
+    except OSError as exc:  # the port is taken, the address is not this host's
+        print(f"jit_broker: cannot listen on {config.listen}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return github_jit.EXIT_RETRY
     LOG.info("listening on %s:%s for %d hosts", server.server_address[0],
              server.server_address[1], len(config.hosts))
     try:

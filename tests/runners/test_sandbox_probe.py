@@ -186,3 +186,22 @@ def test_code_in_the_sandbox_cannot_make_a_user_namespace_of_its_own(tmp_path: P
     assert outcome.ok, outcome.log_tail
     assert "NESTED USERNS MADE" not in outcome.log_tail
     assert "refused" in outcome.log_tail
+
+
+def test_a_bwrap_that_cannot_stop_nested_user_namespaces_is_reported(tmp_path: Path) -> None:
+    """Ubuntu 22.04's bwrap 0.6 has no --disable-userns: the sandbox starts, but it is
+    weaker, and doctor (and so the runner's pre-flight) must say so, not stay silent."""
+    from bot.doctor import render_table
+
+    assert BWRAP is not None
+    old = tmp_path / "bwrap"
+    old.write_text(f'#!/bin/sh\nif [ "$1" = --help ]; then echo "usage: bwrap [OPTIONS]"; '
+                   f'exit 0; fi\nexec {BWRAP} "$@"\n', encoding="utf-8")
+    old.chmod(0o755)
+    status = sandbox_status(str(old))
+    assert status.works, status.reason
+    assert status.userns_blocked is False
+    assert sandbox_status(BWRAP).userns_blocked is True
+    report = {"sandbox": {**status.to_json(), "allow_unsandboxed": False}}
+    assert "weak" in render_table(report)
+    assert "bubblewrap >= 0.8" in render_table(report)

@@ -47,6 +47,9 @@ from bot.forge.common import scrub, without_credentials
 from bot.forge.payload import get, integer, text
 
 PUBLIC_URL = "https://gitlab.com"
+# python-gitlab waits for ever by default: a silent server would hang a job, the gate or
+# the server's worker (PyGithub's default is 15 s a read).
+HTTP_TIMEOUT_S = 30.0
 LOG_TAIL_CHARS = 20_000
 # The caller decides about waiting: python-gitlab would otherwise sleep through up to
 # ten 429s (Retry-After each) inside a single call.
@@ -89,7 +92,8 @@ class GitLabForge:
 
     @classmethod
     def connect(cls, url: str | None, token: str, repo: str) -> GitLabForge:
-        return cls(gitlab.Gitlab(url=url or PUBLIC_URL, private_token=token), repo)
+        return cls(gitlab.Gitlab(url=url or PUBLIC_URL, private_token=token,
+                                 timeout=HTTP_TIMEOUT_S), repo)
 
     # -- who the token is ---------------------------------------------------------------
     def whoami(self) -> str:
@@ -539,14 +543,15 @@ def payload_of_running_job(url: str | None, token: str, job_token: str) -> Any:
     project the pipeline runs in. The plan comes from the API, not from the file."""
     base = url or PUBLIC_URL
     try:
-        job = gitlab.Gitlab(url=base, job_token=job_token).http_get("/job", **_CALL)
+        job = gitlab.Gitlab(url=base, job_token=job_token,
+                            timeout=HTTP_TIMEOUT_S).http_get("/job", **_CALL)
     except GitlabError as exc:
         raise ForgeError(scrub(f"GitLab {exc.response_code} on reading this CI job with its "
                                "job token: not a running job of this GitLab", job_token)
                          ) from exc
     except OSError as exc:
         raise UnavailableError(f"GitLab: read this CI job: {type(exc).__name__}") from exc
-    bot_client = gitlab.Gitlab(url=base, private_token=token)
+    bot_client = gitlab.Gitlab(url=base, private_token=token, timeout=HTTP_TIMEOUT_S)
     forge = GitLabForge(bot_client, repo="")  # one client: who the bot is is asked once
     bot = forge.whoami()
     started_by = text(get(job, "user", "username"))
