@@ -137,7 +137,8 @@ def test_the_refusal_reaches_the_user_as_an_error_not_a_traceback(tmp_path: Path
     assert BWRAP is not None
     argv = [BWRAP, "--unshare-user", "--disable-userns", "--die-with-parent",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(tmp_path), str(tmp_path), "--chdir", str(REPO), str(script)]
+            "--bind", str(tmp_path), str(tmp_path), "--ro-bind", str(REPO), str(REPO),
+            "--chdir", str(REPO), str(script)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
