@@ -17,7 +17,8 @@ from typing import Any
 import gitlab
 from github import Auth, Github
 
-from bot.forge.base import ForgeName
+from bot.events import Plan
+from bot.forge.base import Dispatch, ForgeName
 from bot.forge.github.client import GitHubForge
 from bot.forge.gitlab.client import GitLabForge
 from tests.fakeforge import FakeForge, FakeServer, require_spec
@@ -174,3 +175,18 @@ def ci_deliveries(fake: FakeForge) -> list[CiDelivery]:
                                             variable["variable_type"]))
     return found
 
+
+
+class RecordingDispatcher:
+    """A dispatch callable (`opbot serve --dispatch`'s hand-over) that fails with `errors`,
+    in order, then succeeds; it keeps every plan it was handed."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.sent: list[Plan] = []
+
+    def __call__(self, plan: Plan) -> Dispatch:
+        self.sent.append(plan)
+        if self.errors:
+            raise self.errors.pop(0)
+        return Dispatch(id=42, url="https://ci.example/pipelines/42")

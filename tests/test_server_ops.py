@@ -22,7 +22,7 @@ from bot.agent.transcript import Redactor
 from bot.cli import main
 from bot.dispatch import DispatchGuard, RetryPolicy
 from bot.events import Plan
-from bot.forge.base import Dispatch, Forge, NotFoundError, Target, UnavailableError
+from bot.forge.base import Forge, NotFoundError, Target, UnavailableError
 from bot.forge.inbound import Action
 from bot.health import Heartbeat, Limits, verdict
 from bot.identity import Identities
@@ -32,6 +32,7 @@ from bot.policy import default_policy
 from bot.publish import STATUS_MARKER
 from bot.queue import JobQueue, QueuedJob, RequestKey, queue_path
 from bot.server import ServerSettings, handle_job, make_app
+from tests.support_forge import RecordingDispatcher as Dispatcher
 from tests.support_serve import free_port
 
 SECRET = "ops-webhook-secret-77c1"
@@ -70,20 +71,6 @@ def _plan(action: Action = "generate", op: str = "relu", actor: str = "alice",
           forge: str = "github", number: int = 1) -> dict[str, Any]:
     return Plan(action=action, reason="test", forge=forge, event="issues", repo=REPO,
                 number=number, op=op, actor=actor, target="issue").to_json()
-
-
-class Dispatcher:
-    """A dispatch callable that fails with `errors`, in order, then succeeds."""
-
-    def __init__(self, *errors: Exception) -> None:
-        self.errors = list(errors)
-        self.sent: list[Plan] = []
-
-    def __call__(self, plan: Plan) -> Dispatch:
-        self.sent.append(plan)
-        if self.errors:
-            raise self.errors.pop(0)
-        return Dispatch(id=7, url="https://ci.example/7")
 
 
 def _settings(queue: JobQueue, **fields: Any) -> ServerSettings:

@@ -49,6 +49,7 @@ from tests.fakeforge.scenario import REPO, World
 from tests.support import DATA, run_opbot
 from tests.support import REPO as CHECKOUT
 from tests.support_forge import KINDS, CiDelivery, ci_deliveries, gitlab_client
+from tests.support_forge import RecordingDispatcher as Dispatcher
 from tests.support_serve import RunningServer, start_serve
 
 SECRET = "dispatch-webhook-secret-5e2a"
@@ -202,20 +203,6 @@ def _plan(action: str = "generate", op: str = "relu", forge: str = "github") -> 
     return Plan(action=action, reason="test", forge="gitlab" if forge == "gitlab" else "github",
                 event="issues", repo=REPO, number=1, op=op, actor="alice",
                 target="issue").to_json()
-
-
-class Dispatcher:
-    """A dispatch callable that fails with `errors`, in order, then succeeds."""
-
-    def __init__(self, *errors: Exception) -> None:
-        self.errors = list(errors)
-        self.sent: list[Plan] = []
-
-    def __call__(self, plan: Plan) -> Dispatch:
-        self.sent.append(plan)
-        if self.errors:
-            raise self.errors.pop(0)
-        return Dispatch(id=42, url="https://ci.example/pipelines/42")
 
 
 def _settings(queue: JobQueue, dispatch: Dispatcher, *, tries: int = 3,
