@@ -221,7 +221,10 @@ ANSWERED_HERE = frozenset({"help", "cancel"})
 def _answer_here(verdict: Verdict, forge: Forge, settings: JobSettings) -> Verdict:
     from bot.jobs import run_plan
 
-    outcome = run_plan(verdict.plan, forge, settings)
+    try:
+        outcome = run_plan(verdict.plan, forge, settings)
+    except ForgeError as exc:  # the heavy job tries again
+        return replace(verdict, reason=f"{verdict.reason} (answering here failed: {exc})")
     if not outcome.ok:  # the heavy job tries again
         return replace(verdict, reason=f"{verdict.reason} (answering here failed: "
                        f"{outcome.summary})")
