@@ -784,6 +784,27 @@ class Recorded:
         return json.loads(self.body)
 
 
+def record_request(handler: http.server.BaseHTTPRequestHandler) -> Recorded:
+    """The request a fake server's handler is answering, body read."""
+    length = int(handler.headers.get("Content-Length") or 0)
+    return Recorded(handler.command, handler.path,
+                    {key.lower(): value for key, value in handler.headers.items()},
+                    handler.rfile.read(length))
+
+
+def send_json(handler: http.server.BaseHTTPRequestHandler, status: int, payload: Any,
+              headers: dict[str, str] | None = None) -> None:
+    """A JSON answer; bytes go as they are (a body that is no JSON, or nested too deep)."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class FakeGitHub(http.server.ThreadingHTTPServer):
     requests: list[Recorded]
     reply: tuple[int, Any, dict[str, str]]
@@ -793,19 +814,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: FakeGitHub
 
     def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.server.requests.append(Recorded(
-            self.command, self.path, {key.lower(): value for key, value in self.headers.items()},
-            self.rfile.read(length)))
-        status, payload, headers = self.server.reply
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.server.requests.append(record_request(self))
+        send_json(self, *self.server.reply)
 
     do_POST = _handle
     do_GET = _handle

@@ -48,6 +48,8 @@ from tests.test_provision import (
     _jit,
     _run,
     parse_unit,
+    record_request,
+    send_json,
 )
 
 PROFILE_PATH = PROVISION / "seccomp-bwrap.json"
@@ -669,21 +671,9 @@ class _SequencedHandler(http.server.BaseHTTPRequestHandler):
     server: _Sequenced
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.server.requests.append(Recorded(
-            self.command, self.path, {key.lower(): value for key, value in self.headers.items()},
-            self.rfile.read(length)))
+        self.server.requests.append(record_request(self))
         replies = self.server.replies
-        status, payload, headers = replies.pop(0) if len(replies) > 1 else replies[0]
-        # bytes: sent as they are (a body that is no JSON, or JSON nested too deep).
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, *(replies.pop(0) if len(replies) > 1 else replies[0]))
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -950,10 +940,7 @@ class _FakeGitHubAppHandler(http.server.BaseHTTPRequestHandler):
     server: _FakeGitHubApp
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        recorded = Recorded(self.command, self.path,
-                            {key.lower(): value for key, value in self.headers.items()},
-                            self.rfile.read(length))
+        recorded = record_request(self)
         self.server.requests.append(recorded)
         authorization = recorded.headers.get("authorization", "")
         if self.path == f"/app/installations/{INSTALLATION_ID}/access_tokens":
@@ -989,14 +976,7 @@ class _FakeGitHubAppHandler(http.server.BaseHTTPRequestHandler):
                           "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")})
 
     def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, payload, headers)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
