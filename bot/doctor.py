@@ -223,7 +223,23 @@ def collect() -> dict[str, Any]:
             "torch_npu": {key: torch_npu.get(key) for key in ("importable", "version", "error")},
             "cann": cann, "soc": soc, "devices": _devices(torch, torch_npu, soc),
             "sandbox": _guarded(_sandbox, {"works": False, "reason": None, "bwrap": None,
-                                           "profile": None})}
+                                           "profile": None}),
+            "real_api": _guarded(_real_api, {"available": False, "reason": None,
+                                             "source": None, "cpu_model": None})}
+
+
+def _real_api() -> dict[str, Any]:
+    """The real Ascend C sources for checks without CANN: where they come from, and whether
+    the CPU model can run packages here."""
+    from runners.ascendc.cpu_verify import cpu_model_availability
+    from runners.ascendc.realapi.sources import real_api_status
+
+    report = real_api_status().to_json()
+    cpu = cpu_model_availability()
+    report["cpu_model"] = {"available": cpu.available,
+                           "device": cpu.device if cpu.available else None,
+                           "reason": None if cpu.available else cpu.reason}
+    return report
 
 
 def _sandbox() -> dict[str, Any]:
@@ -290,6 +306,14 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     else:
         rows.append(("sandbox", "ok", f"bwrap {sandbox.get('bwrap')}, processes capped by "
                      f"{sandbox.get('process_cap')}"))
+    real_api = report.get("real_api") or {}
+    cpu_model = real_api.get("cpu_model") or {}
+    if real_api.get("available"):
+        rows.append(("real Ascend C API", "ok", _first_line(
+            f"devkit {real_api.get('devkit_commit')} from {real_api.get('source')}; CPU model: "
+            f"{'yes' if cpu_model.get('available') else cpu_model.get('reason')}", 200)))
+    else:
+        rows.append(("real Ascend C API", "none", _first_line(str(real_api.get("reason")), 200)))
     pairing = triton.get("ascend_pairing")
     if pairing:
         rows.append(("triton-ascend/CANN", "ok" if pairing.get("ok") else "mismatch",

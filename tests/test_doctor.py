@@ -26,7 +26,8 @@ from bot.doctor import collect, main, render_table
 from tests.support import REPO
 from tests.support_ascend import ASCEND, fixture, real_sample
 
-KEYS = {"python", "torch", "triton", "torch_npu", "cann", "soc", "devices", "sandbox"}
+KEYS = {"python", "torch", "triton", "torch_npu", "cann", "soc", "devices", "sandbox",
+        "real_api"}
 ASCEND_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
 INSTALL = ASCEND / "install"  # licensed samples
 
@@ -61,6 +62,17 @@ def test_collect_on_this_machine(report: dict[str, Any]) -> None:
                        "process_cap": sandbox["process_cap"]}
     assert Path(sandbox["bwrap"]).name == "bwrap"
     assert sandbox["process_cap"] in ({"rlimit"} if os.geteuid() else {"cgroup", "watchdog"})
+    real_api = report["real_api"]
+    assert set(real_api) == {"available", "reason", "source", "devkit_commit", "tools_commit",
+                             "cpu_model"}
+    if real_api["available"]:  # CI: ../shared/data/ascend-real beside the checkout
+        assert real_api["reason"] is None
+        assert (real_api["devkit_commit"], real_api["tools_commit"]) == ("82b89a1", "2113e48")
+        # the tests switch the CPU model off unless they exercise it (tests/conftest.py)
+        assert real_api["cpu_model"]["available"] is False
+        assert "OPBOT_ASCENDC_REAL_CHECKS=0" in real_api["cpu_model"]["reason"]
+    else:
+        assert real_api["reason"]
     json.dumps(report)  # plain JSON types only
 
 

@@ -44,7 +44,8 @@ from runners.base import Backend as Runner
 from runners.base import VerifyResult
 from runners.sandbox import private_workdir
 
-TUNING_SKIPPED = "tuning skipped: CPU-interpreter timings say nothing about device speed"
+TUNING_SKIPPED = ("tuning skipped: CPU timings (the Triton interpreter, the Ascend C CPU "
+                  "model) say nothing about device speed")
 
 
 def _inferred_spec(spec: OpSpec, result: VerifyResult | None) -> OpSpec:

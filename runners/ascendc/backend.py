@@ -33,7 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from runners.ascendc.detect import CannInfo, detect_cann, detect_soc
+from runners.ascendc.cpu_verify import cpu_model_availability, verify_on_cpu_model
+from runners.ascendc.detect import CannInfo, detect_cann, detect_soc, generation_support
 from runners.ascendc.lint import feedback, lint_package
 from runners.ascendc.package import (
     MANIFEST,
@@ -154,8 +155,11 @@ class AscendCBackend:
     def __init__(self, *, detect: Callable[[], Toolchain] = detect_toolchain,
                  runner: CommandRunner = run_step, python: str = sys.executable,
                  soc: str | None = None, npu_arch: str | None = None,
-                 judge: Judge | None = None) -> None:
-        """`judge` None: runners.verify.run_harness, its workers run by `python` too."""
+                 judge: Judge | None = None, cpu_model: bool = True) -> None:
+        """`judge` None: runners.verify.run_harness, its workers run by `python` too.
+        `cpu_model`: without CANN, verify on the CPU model where it can run here."""
+        self._use_cpu_model = cpu_model
+        self._cpu_model: Availability | None = None
         self._detect = detect
         self._runner = runner
         self._python = python
@@ -169,10 +173,22 @@ class AscendCBackend:
             self._toolchain = self._detect()
         return self._toolchain
 
+    def cpu_model(self) -> Availability | None:
+        """The CPU model's availability (no CANN here), None where it is not wanted."""
+        if not self._use_cpu_model:
+            return None
+        if self._cpu_model is None:
+            self._cpu_model = cpu_model_availability()
+        return self._cpu_model
+
     def availability(self) -> Availability:
         toolchain = self.toolchain()
         if not toolchain.found:
-            return Availability(False, "none", toolchain.reason)
+            cpu = self.cpu_model()
+            if cpu is not None and cpu.available:
+                return cpu
+            why = f"; no CPU model either: {cpu.reason}" if cpu is not None else ""
+            return Availability(False, "none", toolchain.reason + why)
         generation = toolchain.generation or "unknown generation"
         return Availability(True, "npu", f"CANN {toolchain.version} ({generation}) at "
                             f"{toolchain.home}")
@@ -194,15 +210,23 @@ class AscendCBackend:
         if not availability.available:
             return _failed("build", availability.reason, device="none")
         toolchain = self.toolchain()
+        if not toolchain.found:
+            return self._verify_on_cpu_model(request, availability.device)
         try:
             folder = resolve_package(request.candidate)
             manifest = read_manifest(folder)
         except (PackageError, OSError, ValueError, KeyError) as exc:
             return _failed("load", str(exc))
-        if toolchain.generation and toolchain.generation != manifest.generation:
+        # A package is refused only where the toolkit cannot build its generation: a legacy
+        # one where no known layout holds ascendc.cmake (9.x still ships it), an ASC one on
+        # a toolkit older than the ASC language (9.0) without asc-config.cmake.
+        builds, why = generation_support(manifest.generation, home=toolchain.home or None,
+                                         version=toolchain.version or None)
+        if not builds:
+            other = "asc" if manifest.generation == "legacy" else "legacy"
             return _failed("build", f"the package is written for the {manifest.generation} "
-                           f"toolchain but this runner has CANN {toolchain.version} "
-                           f"({toolchain.generation}); regenerate it for {toolchain.generation}")
+                           f"toolchain, which this runner cannot build: {why}; regenerate it "
+                           f"for {other}")
         try:
             plan = self.plan_for(manifest, toolchain)
         except (ImportError, PackageError) as exc:
@@ -212,6 +236,16 @@ class AscendCBackend:
         if not (request.time_it and verdict.passed):
             return verdict
         return self._profile(request, folder, manifest, toolchain, verdict)
+
+    def _verify_on_cpu_model(self, request: VerifyRequest, device: str) -> VerifyResult:
+        try:
+            folder = resolve_package(request.candidate)
+            manifest = read_manifest(folder)
+        except (PackageError, OSError, ValueError, KeyError) as exc:
+            return _failed("load", str(exc), device=device)
+        warnings = [item.render() for item in lint_package(_package_files(folder))]
+        return verify_on_cpu_model(request, folder, manifest, judge=self._judge,
+                                   device=device, warnings=warnings)
 
     def _run(self, request: VerifyRequest, folder: Path, manifest: Manifest, plan: BuildPlan,
              warnings: list[str]) -> VerifyResult:

@@ -6,11 +6,13 @@ Nothing here requires anything and nothing raises: a missing file, binary or pac
 returncode 127, never an exception. torch_npu is probed in a subprocess by default, because
 importing it without CANN fails (libhccl.so...) and a broken install can abort the process.
 
-Two toolchain generations (docs/ascend-toolchain.md §0): CANN <= 8.3 builds with
-ascendc.cmake + ascendc_library ("legacy"); the ASC language (find_package(ASC), .asc
-sources) starts at 9.0 ("asc"). CANN 8.5 moved the install to /usr/local/Ascend/cann (the
-"cann" layout) but its kernels still build the legacy way, so layout and generation are
-separate fields.
+Two toolchain generations (docs/ascend-toolchain.md §0): ascendc.cmake + ascendc_library
+("legacy") and the ASC language (find_package(ASC), .asc sources: "asc"), which starts at
+9.0. CANN 8.5 moved the install to /usr/local/Ascend/cann (the "cann" layout) but its
+kernels still build the legacy way, so layout and generation are separate fields.
+`generation` is the one a new package should use; `builds` lists every generation the
+toolkit can still build: 9.x ships ascendc.cmake too (asc-devkit installs
+ascendc_kernel_cmake/ next to its ASC modules), so a legacy package builds there.
 """
 
 from __future__ import annotations
@@ -92,6 +94,77 @@ def generation_for(version: str | None) -> Generation | None:
     return "asc" if parsed[:2] >= (9, 0) else "legacy"
 
 
+# Where ascendc.cmake lives, relative to the toolkit root, newest layout first: 8.5's `cann`
+# layout and 9.x under <arch>-linux/ (asc-devkit installs tikcpp/ascendc_kernel_cmake next
+# to <arch>-linux/lib64), 8.x under compiler/ (also what 9.x's asc-config.cmake reads) or
+# tools/. The legacy CMakeLists.txt searches the same list.
+ASCENDC_CMAKE_DIRS: tuple[str, ...] = (
+    "{arch}-linux/tikcpp/ascendc_kernel_cmake",
+    "compiler/tikcpp/ascendc_kernel_cmake",
+    "tools/tikcpp/ascendc_kernel_cmake",
+)
+# Where asc-devkit installs asc-config.cmake (find_package(ASC)).
+ASC_CONFIG_DIRS: tuple[str, ...] = ("{arch}-linux/lib64/cmake", "lib64/cmake")
+
+
+def ascendc_cmake_places(home: str | Path, arch: str | None = None) -> list[Path]:
+    """The folders a toolkit at `home` may keep ascendc.cmake in, in search order."""
+    machine = arch or machine_arch()
+    return [Path(home) / place.format(arch=machine) for place in ASCENDC_CMAKE_DIRS]
+
+
+def find_ascendc_cmake(home: str | Path, arch: str | None = None) -> Path | None:
+    """ascendc.cmake of the toolkit at `home`, or None when no known layout has it."""
+    for folder in ascendc_cmake_places(home, arch):
+        if _is_file(folder / "ascendc.cmake"):
+            return folder / "ascendc.cmake"
+    return None
+
+
+def find_asc_config(home: str | Path, arch: str | None = None) -> Path | None:
+    """asc-config.cmake (what find_package(ASC) loads) of the toolkit at `home`, or None."""
+    machine = arch or machine_arch()
+    for place in ASC_CONFIG_DIRS:
+        path = Path(home) / place.format(arch=machine) / "asc-config.cmake"
+        if _is_file(path):
+            return path
+    return None
+
+
+def generation_support(generation: str, *, home: str | None, version: str | None,
+                       arch: str | None = None) -> tuple[bool, str]:
+    """Whether the toolkit at `home` (CANN `version`) builds a package of `generation`, and
+    why. What is on disk decides where the toolkit can be read; the version where not.
+
+    - legacy: refused only when the toolkit is there and no known layout holds ascendc.cmake
+      (every release so far ships it, 9.x included).
+    - asc: accepted from 9.0 on (the ASC language) or where asc-config.cmake is installed;
+      refused on an older toolkit without it, which cannot compile .asc sources.
+    """
+    root = Path(home) if home and _is_dir(Path(home)) else None
+    label = f"CANN {version or '(version unknown)'}" + (f" at {home}" if home else "")
+    if generation == "legacy":
+        if root is None:
+            return True, f"{label}: not readable here; every CANN release ships ascendc.cmake"
+        found = find_ascendc_cmake(root, arch)
+        if found is not None:
+            return True, f"{label}: ascendc.cmake at {found}"
+        tried = ", ".join(str(place) for place in ascendc_cmake_places(root, arch))
+        return False, f"{label} has no ascendc.cmake (looked in {tried})"
+    if generation != "asc":
+        return False, f"unknown toolchain generation {generation!r}"
+    parsed = parse_cann_version(version)
+    if parsed is not None and parsed[:2] >= (9, 0):
+        return True, f"{label}: the ASC language is there from CANN 9.0 on"
+    config = find_asc_config(root, arch) if root is not None else None
+    if config is not None:
+        return True, f"{label}: asc-config.cmake at {config}"
+    if parsed is None:
+        return True, f"{label}: cannot tell; the build will"
+    return False, (f"{label} predates the ASC language (CANN 9.0) and has no "
+                   "asc-config.cmake: it cannot compile .asc sources")
+
+
 def _layout_for(home: Path, version: str | None) -> Layout | None:
     """The directory says it when it can (…/ascend-toolkit/… or …/cann[-<ver>]/…); else the
     version does (the `cann` directory arrived with 8.5)."""
@@ -119,9 +192,19 @@ class CannInfo:
     arch: str = ""
     source: str = ""
     problems: list[str] = field(default_factory=list)
+    builds: list[Generation] = field(default_factory=list)  # generations it can build
+    ascendc_cmake: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def refresh_builds(self) -> None:
+        """`builds` and `ascendc_cmake` from the home and version found so far."""
+        self.builds = [generation for generation in ("legacy", "asc")
+                       if generation_support(generation, home=self.home, version=self.version,
+                                             arch=self.arch or None)[0]]
+        found = find_ascendc_cmake(self.home, self.arch or None) if self.home else None
+        self.ascendc_cmake = str(found) if found is not None else None
 
 
 _ENV_HOMES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
@@ -145,6 +228,8 @@ def detect_cann(environ: Mapping[str, str] | None = None, root: str | Path = "/"
             break
     if info.version is None:
         _version_from_torch_npu(info, run)
+    if info.found:
+        info.refresh_builds()
     return info
 
 
@@ -287,6 +372,13 @@ def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()
     except OSError:
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # an unreadable folder on the way: not found, never an exception
         return False
 
 

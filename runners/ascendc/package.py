@@ -6,10 +6,10 @@ file: the kernel class (TPipe/TQue, double buffering, DataCopyPad), one `extern 
 per dtype, the host tiling, the torch.library binding, a CPU twin driver, one
 CMakeLists.txt per CANN generation, the NPU tests, a benchmark and build.sh.
 
-Two generations (see the toolchain notes): "legacy" (CANN <= 8.3: `.cpp` kernels,
-`__global__ __aicore__`, ascendc.cmake + ascendc_library, ACLRT_LAUNCH_KERNEL) and "asc"
-(CANN 9.x: `.asc` kernels, `__global__ __vector__` with `__gm__` pointers,
-find_package(ASC), `<<<numBlocks, 0, stream>>>`).
+Two generations (see the toolchain notes): "legacy" (`.cpp` kernels, `__global__
+__aicore__`, ascendc.cmake + ascendc_library, ACLRT_LAUNCH_KERNEL: the only one before 9.0,
+and still shipped since) and "asc" (CANN 9.x: `.asc` kernels, `__global__ __vector__` with
+`__gm__` pointers, find_package(ASC), `<<<numBlocks, 0, stream>>>`).
 
 `build_plan` says how to build, test and profile a package as argv lists; build.sh is
 rendered from the same plans, so the script and the runner cannot drift apart.
@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from runners.ascendc.detect import ASCENDC_CMAKE_DIRS
 from runners.base import DEFAULT_TOLERANCES
 
 Generation = Literal["legacy", "asc"]
@@ -297,7 +298,8 @@ def _entries(request: PackageRequest, names: Names) -> str:
 
 
 def render_kernel(request: PackageRequest, names: Names) -> str:
-    title = ("legacy toolchain (CANN <= 8.3, ascendc_library)" if request.generation == "legacy"
+    title = ("legacy toolchain (ascendc_library; CANN 8.x, still built by 9.x)"
+             if request.generation == "legacy"
              else "ASC toolchain (CANN 9.x, find_package(ASC))")
     gm = _gm_type(request.generation)
     return render_template("kernel.cpp.in", {
@@ -331,16 +333,33 @@ def _launch_args(names: Names) -> str:
 
 
 def _dispatch_cases(request: PackageRequest, names: Names) -> str:
+    """One case per dtype: the launch, then its error code checked (CheckLaunch)."""
     cases: list[str] = []
     for dtype in request.dtypes:
         entry = names.entry(dtype)
         if request.generation == "legacy":
-            launch = (f"ACLRT_LAUNCH_KERNEL({entry})(tiling.blockDim, stream, "
-                      f"{_launch_args(names)});")
+            # The generated aclrtlaunch_<entry>() returns the launch's error code.
+            launch = [f'CheckLaunch("{entry}", ACLRT_LAUNCH_KERNEL({entry})(tiling.blockDim, '
+                      f"stream, {_launch_args(names)}));"]
         else:
-            launch = f"{entry}<<<tiling.blockDim, 0, stream>>>({_launch_args(names)});"
-        cases += [f"case {KERNEL_DTYPES[dtype].aten}:", f"    {launch}", "    break;"]
+            launch = [f"{entry}<<<tiling.blockDim, 0, stream>>>({_launch_args(names)});",
+                      f'CheckLaunch("{entry}", aclrtGetLastError(ACL_RT_THREAD_LEVEL));']
+        cases += [f"case {KERNEL_DTYPES[dtype].aten}:", *(f"    {line}" for line in launch),
+                  "    break;"]
     return _lines(cases)
+
+
+# <<<>>> returns nothing; the runtime keeps a failed launch's code as the thread's last error.
+_ASC_LAUNCH_PROLOGUE = (
+    "// A <<<>>> launch returns nothing: a failed one leaves its code as this thread's last",
+    "// runtime error. Reading (and so clearing) it first drops a code an earlier call left",
+    "// behind, so the check after the launch blames the launch only.",
+    "(void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);",
+)
+_LEGACY_LAUNCH_PROLOGUE = (
+    "// ACLRT_LAUNCH_KERNEL(k)(...) calls the generated aclrtlaunch_k(), which returns the",
+    "// launch's error code (0: the kernel is on the stream).",
+)
 
 
 def render_binding(request: PackageRequest, names: Names) -> str:
@@ -349,8 +368,8 @@ def render_binding(request: PackageRequest, names: Names) -> str:
     if request.generation == "legacy":
         includes = "\n".join(f'#include "aclrtlaunch_{names.entry(dtype)}.h"'
                              for dtype in request.dtypes)
-        note = ("Legacy toolchain (CANN <= 8.3): the kernels come from ascendc_library and are "
-                "launched with ACLRT_LAUNCH_KERNEL.")
+        note = ("Legacy toolchain (ascendc.cmake, every CANN release): the kernels come from "
+                "ascendc_library and are launched with ACLRT_LAUNCH_KERNEL.")
     else:
         includes = f'#include "{kernel_file_name(names.op, "asc")}"'
         note = ("ASC toolchain (CANN 9.x): compiled as ASC with the kernel source included; "
@@ -361,6 +380,8 @@ def render_binding(request: PackageRequest, names: Names) -> str:
         "op": names.op, "namespace": names.namespace, "launch_note": note,
         "arg_list": ", ".join(names.inputs), "launch_includes": includes,
         "launch_params": ", ".join(f"uint8_t* {name}" for name in (*names.inputs, *outputs)),
+        "launch_prologue": _lines(_LEGACY_LAUNCH_PROLOGUE if request.generation == "legacy"
+                                  else _ASC_LAUNCH_PROLOGUE, indent=4),
         "dispatch_cases": _dispatch_cases(request, names),
         "dtype_list": ", ".join(request.dtypes),
         "return_type": (f"std::tuple<{', '.join(['at::Tensor'] * len(outputs))}>" if many
@@ -368,7 +389,8 @@ def render_binding(request: PackageRequest, names: Names) -> str:
         "tensor_params": ", ".join(f"const at::Tensor& {name}" for name in names.inputs),
         "contiguous": _lines([f"const at::Tensor {c} = {name}.contiguous();"
                               for c, name in zip(contiguous, names.inputs, strict=True)], indent=4),
-        "checked": ", ".join(contiguous),
+        "checked": ", ".join(f'{{"{name}", {c}}}'
+                             for name, c in zip(names.inputs, contiguous, strict=True)),
         "allocate": _lines([f"at::Tensor {name} = at::empty_like({contiguous[0]});"
                             for name in outputs], indent=4),
         "first": contiguous[0],
@@ -400,9 +422,8 @@ def _twin_legacy(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
     run: list[str] = []
     for dtype in dtypes:
         run += [f'if (std::strcmp(dtype, "{dtype}") == 0) {{',
-                f"    ICPU_RUN_KF({names.entry(dtype)}, tiling.blockDim, "
-                f"{', '.join(ins + outs)}, tiling.totalLength, tiling.blockLength, "
-                "tiling.tileLength);", "}"]
+                f"    ICPU_RUN_KF({names.entry(dtype)}_twin, tiling.blockDim, "
+                f"{', '.join(ins + outs)}, scalars);", "}"]
     write: list[str] = []
     for k, name in enumerate(outs):
         slot = f"FIXED_ARGS + {len(ins) + k}"
@@ -413,7 +434,17 @@ def _twin_legacy(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
     prototypes = [f'extern "C" __global__ __aicore__ void {names.entry(dtype)}('
                   f"{', '.join(f'{gm} {name}' for name in ins + outs)}, uint32_t totalLength, "
                   "uint32_t blockLength, uint32_t tileLength);" for dtype in dtypes]
-    return {"prototypes": "\n".join(prototypes), "alloc_files": _lines(alloc, 4),
+    pointers = ", ".join(f"{gm} {name}" for name in ins + outs)
+    adapters: list[str] = []
+    for dtype in dtypes:
+        adapters += [f'extern "C" __global__ __aicore__ void {names.entry(dtype)}_twin('
+                     f"{pointers}, {gm} scalars)", "{",
+                     "    const TwinScalars* tiling = reinterpret_cast<const TwinScalars*>"
+                     "(scalars);",
+                     f"    {names.entry(dtype)}({', '.join(ins + outs)}, tiling->totalLength, "
+                     "tiling->blockLength, tiling->tileLength);", "}", ""]
+    return {"prototypes": "\n".join(prototypes), "adapters": "\n".join(adapters).rstrip(),
+            "alloc_files": _lines(alloc, 4),
             "run_kernels": _lines(run, 4), "write_outputs": _lines(write, 4),
             "free_buffers": _lines([f"AscendC::GmFree({name});" for name in ins + outs], 4)}
 
@@ -447,9 +478,20 @@ def _twin_asc(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
                   f"if (!WriteFile(argv[{slot}], {name}Host)) {{",
                   f'    std::fprintf(stderr, "cannot write %s\\n", argv[{slot}]);',
                   "    return 1;", "}"]
+    # The OPBOT_CPU_MODEL driver is the legacy twin's (GmAlloc, adapters, ICPU_RUN_KF) with
+    # the ASC kernels' `__gm__ uint8_t*` parameters and pointer-based file helpers.
+    model = _twin_legacy(names, dtypes)
+
+    def gm_files(text: str) -> str:
+        return text.replace("ReadFile(", "ReadGm(").replace("WriteFile(", "WriteGm(")
+
     return {"alloc_files": _lines(alloc, 4), "run_kernels": _lines(run, 4),
             "write_outputs": _lines(write, 4),
-            "free_buffers": _lines([f"aclrtFree({name});" for name in ins + outs], 4)}
+            "free_buffers": _lines([f"aclrtFree({name});" for name in ins + outs], 4),
+            "model_adapters": model["adapters"].replace("GM_ADDR", _gm_type("asc")),
+            "model_alloc": gm_files(model["alloc_files"]), "model_run": model["run_kernels"],
+            "model_write": gm_files(model["write_outputs"]),
+            "model_free": model["free_buffers"]}
 
 
 def render_cpu_twin(request: PackageRequest, names: Names) -> str:
@@ -468,8 +510,11 @@ def render_cpu_twin(request: PackageRequest, names: Names) -> str:
 def render_cmake(request: PackageRequest, names: Names) -> str:
     template = ("CMakeLists.legacy.txt.in" if request.generation == "legacy"
                 else "CMakeLists.asc.txt.in")
+    dirs = [f"        ${{ASCEND_CANN_PACKAGE_PATH}}/{place.format(arch='${CANN_ARCH}')}"
+            for place in ASCENDC_CMAKE_DIRS]
     return render_template(template, {"op": names.op, "soc": request.soc,
-                                      "npu_arch": request.npu_arch})
+                                      "npu_arch": request.npu_arch,
+                                      "ascendc_cmake_dirs": "\n".join(dirs)})
 
 
 # --------------------------------------------------------------------------- tests, bench
@@ -718,8 +763,8 @@ def render_build_script(request: PackageRequest, names: Names) -> str:
             lines += [f'echo "[build.sh] {mode}: {step.name}"', step.shell()]
         return _lines(lines)
 
-    title = ("legacy toolchain, CANN <= 8.3" if request.generation == "legacy"
-             else "ASC toolchain, CANN 9.x")
+    title = ("legacy toolchain: ascendc.cmake, any CANN release"
+             if request.generation == "legacy" else "ASC toolchain, CANN 9.x")
     return render_template("build.sh.in", {
         "op": names.op, "generation_title": title, "soc": request.soc,
         "npu_arch": request.npu_arch, "profiler": _profiler(request.generation),

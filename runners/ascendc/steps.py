@@ -6,13 +6,16 @@ sandbox the judge's workers run in (runners/sandbox.py). A failed step names the
 that failed: "timeout" past its limit; "build" with the compiler's first error located in
 the source; "run" when the log holds no compiler error but the device's account of a
 run-time failure (an ACL error code, a device record), with its meaning, hint and call
-site (runners/ascendc/runtime_errors.py).
+site (runners/ascendc/runtime_errors.py). The log a failure keeps is the step's output cut
+by excerpt_log: its start (where a build's first, root error is), its first error line with
+its context wherever it sits, and its end.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runners.ascendc.package import Step
+from runners.ascendc.parsers.common import excerpt_log
 from runners.ascendc.parsers.compiler import Diagnostic, parse_compiler_output
 from runners.ascendc.runtime_errors import describe, details, location, runtime_cause
 from runners.base import Failure, SourceLocation
@@ -31,7 +35,6 @@ from runners.sandbox import (
     sandbox_environment,
 )
 
-LOG_TAIL = 4000  # characters of a failed step's output kept in the result
 _LOCATION = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+)(?::\d+)?: (?:fatal )?error: (?P<msg>.*)$",
                        re.MULTILINE)
 _ERROR_SEVERITIES = ("error", "fatal error", "fatal")
@@ -90,10 +93,49 @@ def run_sandboxed(step: Step, cwd: Path, policy: SandboxPolicy | None = None) ->
                                    readable=[cwd.parent, *(Path(item) for item in step.readable)])
         except (SandboxUnavailableError, OSError) as exc:
             return StepOutcome(step.name, 126, 0.0, f"{type(exc).__name__}: {exc}")
+        output = _read_step_log(root / "step.log", outcome.log_tail)
     stopped = f"\n[opbot] the sandbox stopped it: {outcome.killed_because}" \
         if outcome.killed_because else ""
     return StepOutcome(step.name, -1 if outcome.returncode is None else outcome.returncode,
-                       outcome.seconds, outcome.log_tail + stopped, timed_out=outcome.timed_out)
+                       outcome.seconds, output + stopped, timed_out=outcome.timed_out)
+
+
+_MAX_LOG_BYTES = 4 * 1024 * 1024  # a step's log read back: its start holds the first error
+
+
+def _read_step_log(path: Path, tail: str) -> str:
+    """The sandboxed step's whole log (its start, bounded, then the sandbox's tail when it
+    is longer): the sandbox keeps only the end, where a first error is no longer.
+
+    The child wrote the file, so it is opened as untrusted: never through a final symlink,
+    never blocking on a FIFO, only a regular file; anything else gives the tail alone.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return tail
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return tail
+        chunks: list[bytes] = []
+        size = 0
+        while size < _MAX_LOG_BYTES:
+            chunk = os.read(fd, min(1 << 20, _MAX_LOG_BYTES - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return tail
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    if not text:
+        return tail
+    if info.st_size > size:
+        text += f"\n[... {info.st_size - size} bytes not read ...]\n{tail}"
+    return text
 
 
 def step_failure(step: Step, outcome: StepOutcome) -> Failure:
@@ -101,7 +143,7 @@ def step_failure(step: Step, outcome: StepOutcome) -> Failure:
     if outcome.timed_out:
         return Failure(check="timeout", message=f"{step.name} ran past {step.timeout_s:g} s",
                        details={"step": step.name, "argv": list(step.argv)},
-                       log_tail=outcome.output[-LOG_TAIL:])
+                       log_tail=excerpt_log(outcome.output))
     diagnostics = _diagnostics(outcome.output)
     cause = None if _errors(diagnostics) else runtime_cause(outcome.output)
     status = "not found" if outcome.returncode == 127 else f"exit status {outcome.returncode}"
@@ -110,12 +152,12 @@ def step_failure(step: Step, outcome: StepOutcome) -> Failure:
                        f"{describe(cause)}",
                        details={"step": step.name, "argv": list(step.argv),
                                 "runtime": details(cause)},
-                       location=location(cause), log_tail=outcome.output[-LOG_TAIL:])
+                       location=location(cause), log_tail=excerpt_log(outcome.output))
     message, place, rendered = _first_error(outcome.output, diagnostics)
     return Failure(check="build", message=f"{step.name} failed ({status}): {message}",
                    details={"step": step.name, "argv": list(step.argv),
                             "diagnostics": rendered},
-                   location=place, log_tail=outcome.output[-LOG_TAIL:])
+                   location=place, log_tail=excerpt_log(outcome.output))
 
 
 def _diagnostics(output: str) -> list[Diagnostic]:
@@ -129,11 +171,20 @@ def _errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [item for item in diagnostics if item.severity in _ERROR_SEVERITIES]
 
 
+def _rendered(item: Diagnostic) -> str:
+    text = f"{item.location or item.tool or '?'}: {item.message}"
+    if item.origin:
+        text += f" (reported inside {item.origin})"
+    if item.follow_ons:
+        text += f" (+{len(item.follow_ons)} follow-on error(s))"
+    return text
+
+
 def _first_error(output: str, diagnostics: list[Diagnostic]
                  ) -> tuple[str, SourceLocation | None, list[str]]:
     """The first error's message and place, and a short list of all diagnostics."""
     errors = _errors(diagnostics)
-    rendered = [f"{item.location or '?'}: {item.message}" for item in (errors or diagnostics)[:10]]
+    rendered = [_rendered(item) for item in (errors or diagnostics)[:10]]
     if errors:
         first = errors[0]
         place = (SourceLocation(first.file, first.line, first.source_line or "")

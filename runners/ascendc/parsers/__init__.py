@@ -1,7 +1,10 @@
 """Ascend toolchain output -> typed results, one module per tool family.
 
-- common: the JSON mixin and lenient number reading every parser shares;
-- compiler: bisheng/clang/ld.lld build logs and bisheng command lines;
+- common: the JSON mixin and lenient number reading every parser shares, and
+  excerpt_log, the cut of a long log the model is shown;
+- compiler: build logs (bisheng/clang, ld.lld, g++, GNU ld, collect2, CMake) as located
+  diagnostics, follow-on errors grouped, and bisheng command lines;
+- gnu: the g++ / GNU ld / CMake line shapes compiler.py reads;
 - runtime: ACL/torch_npu run-time failures;
 - msprof: msprof op / msopprof CSVs and console;
 - npu_smi: npu-smi tables;

@@ -1,4 +1,10 @@
-"""bisheng (clang-style) build logs -> located diagnostics with hints; bisheng command lines.
+"""Build logs -> located diagnostics with hints; bisheng command lines.
+
+One pass reads bisheng/clang, ld.lld, g++, GNU ld, collect2 and CMake messages in log order
+(the GNU and CMake shapes are read by gnu.py). An error reported inside a CANN or system
+header moves to the user's line that led there (the header's place is kept as `origin`),
+and errors that only follow from an earlier one (same line, same template instantiation,
+a CMake command left undefined by a failed include) are grouped under it as `follow_ons`.
 
 Formats read from real outputs (tests/data/ascend/, see its SOURCES.md).
 """
@@ -7,10 +13,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runners.ascendc.parsers import gnu
 from runners.ascendc.parsers.common import JsonResult, to_int
 
 Severity = Literal["error", "warning", "note"]
@@ -37,6 +44,13 @@ class Diagnostic(JsonResult):
     referenced_by: list[str] = field(default_factory=list)
     include_chain: list[str] = field(default_factory=list)
     notes: list[Diagnostic] = field(default_factory=list)
+    # Where the compiler reported it when that was inside a CANN/system header and the
+    # location above was moved to the user's line (with the header's echoed source line).
+    origin: str | None = None
+    origin_source_line: str | None = None
+    # g++'s "In function '...'" / "In instantiation of '...'" and its "required from" frames.
+    context: list[str] = field(default_factory=list)
+    follow_ons: list[Diagnostic] = field(default_factory=list)  # errors this one caused
 
     @property
     def location(self) -> str | None:
@@ -56,12 +70,13 @@ class CompilerReport(JsonResult):
 
 
 _DIAG = re.compile(
-    r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+): "
+    r"^(?P<file>\S[^:]*?):(?P<line>\d+)(?::(?P<col>\d+))?: "
     r"(?P<sev>fatal error|error|warning|note|remark): (?P<msg>.*)$")
 _BACKEND = re.compile(
     r"^(?:(?P<tool>[\w.+-]+): )?(?:fatal error: error in backend|LLVM ERROR): (?P<msg>.*)$")
 _TOOL = re.compile(
-    r"^(?P<tool>ld\.lld|lld|ld|cceld|bisheng|ccec|clang\+\+|clang|ascendc_compiler): "
+    r"^(?P<tool>ld\.lld|lld|ld|cceld|bisheng|ccec|clang\+\+|clang|ascendc_compiler|g\+\+|gcc"
+    r"|c\+\+|cc1plus|cc1): "
     r"(?P<sev>fatal error|error|warning): (?P<msg>.*)$")
 _REFERENCED_BY = re.compile(r"^>>> referenced by (?P<ref>.+)$")
 _INCLUDED_FROM = re.compile(r"^In file included from (?P<file>.+?):(?P<line>\d+)[:,]$")
@@ -69,6 +84,7 @@ _ERRORS_GENERATED = re.compile(r"^(?P<n>\d+) errors? generated\.?$")
 _CARET = re.compile(r"^[\s~^]*\^[\s~^]*$")
 _MAKE_ERROR = re.compile(
     r"^g?make(?:\[\d+\])?: \*\*\* \[(?:[^\]]*?:\d+: )?(?P<target>[^\]]+)\] Error (?P<code>\d+)")
+_PROGRESS = re.compile(r"^\[\s*\d+%\] ")  # CMake's "[ 33%] Building CXX object ..."
 _ASCENDC_WRAPPER = re.compile(
     r"Function AscendcCompiler at line \d+, (?P<msg>Command execution failed.*?)!?$")
 _UNDECLARED = re.compile(r"use of undeclared identifier '(?P<name>[^']+)'")
@@ -85,20 +101,42 @@ _ON_FUNCTION = re.compile(r"on function '@?(?P<fn>[^']+)'")
 _ARCH_FLAG = re.compile(r"(?:--npu-arch|--cce-aicore-arch|-march)[= ](?P<arch>dav-[\w-]+)")
 
 
-def parse_compiler_output(text: str) -> list[Diagnostic]:
-    """The diagnostics in a bisheng/clang/ld.lld log, errors first-seen order, notes grouped."""
-    return parse_compiler_report(text).diagnostics
+def parse_compiler_output(text: str, user_files: Collection[str] | None = None
+                          ) -> list[Diagnostic]:
+    """The diagnostics in a build log, first-seen order, notes and follow-on errors grouped."""
+    return parse_compiler_report(text, user_files).diagnostics
 
 
-def parse_compiler_report(text: str) -> CompilerReport:
+def parse_compiler_report(text: str, user_files: Collection[str] | None = None
+                          ) -> CompilerReport:
+    """Everything a build log (bisheng, clang, ld.lld, g++, GNU ld, collect2, CMake) says.
+
+    `user_files`: the package's file names; an error inside any other file (a CANN or
+    system header) is reported at the user's line that led there. Without it, files
+    outside the known toolchain locations count as the user's.
+    """
     lines = text.splitlines()
     state = _DiagState()
     for index, raw in enumerate(lines):
         state.feed(lines, index, raw)
     diagnostics = state.finish(text)
     for diagnostic in diagnostics:
+        _prefer_user_location(diagnostic, user_files)
         diagnostic.hint = _compiler_hint(diagnostic)
+    diagnostics = group_follow_ons(diagnostics)
     return CompilerReport(diagnostics, state.errors_generated, state.failed_targets)
+
+
+def parse_gnu_output(text: str, user_files: Collection[str] | None = None) -> CompilerReport:
+    """g++ / GNU ld / collect2 / CMake output (a type-check or CPU-debug build): the same
+    reading as parse_compiler_report, named for callers that run the GNU toolchain."""
+    return parse_compiler_report(text, user_files)
+
+
+def first_errors(report: CompilerReport | Sequence[Diagnostic]) -> list[Diagnostic]:
+    """The root errors, in log order (follow-ons stay under their cause)."""
+    items = report.diagnostics if isinstance(report, CompilerReport) else report
+    return [item for item in items if item.severity == "error"]
 
 
 class _DiagState:
@@ -110,12 +148,22 @@ class _DiagState:
         self.includes: list[str] = []
         self.errors_generated: int | None = None
         self.failed_targets: list[str] = []
+        self.gcc_chain_start: int | None = None  # where a g++ "from X:N," run inserts
+        self.context: str | None = None  # g++'s current "In function/instantiation" line
+        self.frames: list[str] = []  # its "required from" frames
+        self.ld_function: str | None = None  # GNU ld's "in function `f':" for the next line
+        self.skip_to = 0  # lines up to here belong to a block already read (CMake)
 
     def feed(self, lines: Sequence[str], index: int, raw: str) -> None:
         stripped = raw.strip()
-        if not stripped:
+        if not stripped or index < self.skip_to:
             return
-        for handler in (self._clang, self._backend, self._tool, self._referenced_by,
+        if _PROGRESS.match(stripped) or _MAKE_ERROR.match(stripped):
+            # Another translation unit (or the end of one): g++'s context does not carry over.
+            self.context, self.frames = None, []
+        for handler in (self._gxx_context, self._gxx_frame, self._gxx_included_from,
+                        self._clang, self._backend, self._collect2, self._tool,
+                        self._gnu_ld, self._cmake, self._referenced_by,
                         self._included_from, self._errors_generated, self._make_error,
                         self._ascendc_wrapper):
             if handler(lines, index, raw, stripped):
@@ -135,14 +183,108 @@ class _DiagState:
         if match is None:
             return False
         severity = match["sev"]
-        message = match["msg"].strip()
+        message = gnu.plain_quotes(match["msg"].strip())
+        context = [self.context, *self.frames] if self.context else list(self.frames)
         diagnostic = Diagnostic(
             severity="error" if severity == "fatal error" else _severity(severity),
             message=message, file=match["file"], line=int(match["line"]),
-            column=int(match["col"]), fatal=severity == "fatal error",
-            source_line=_source_echo(lines, index, raw), include_chain=self.includes)
+            column=to_int(match["col"]), fatal=severity == "fatal error",
+            source_line=_source_echo(lines, index, raw), include_chain=self.includes,
+            context=context)
         self.includes = []
+        self.gcc_chain_start = None
         self._add(diagnostic)
+        return True
+
+    def _gxx_context(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
+        match = gnu.GXX_CONTEXT.match(gnu.plain_quotes(stripped))
+        if match is None:
+            return False
+        # Holds for every diagnostic until the next context line (g++ prints it once).
+        self.context, self.frames = match["what"], []
+        return True
+
+    def _gxx_frame(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
+        if gnu.GXX_FRAME.match(stripped) is None:
+            return False
+        self.frames = [*self.frames, re.sub(r"\s{2,}", " ", gnu.plain_quotes(stripped))]
+        return True
+
+    def _gxx_included_from(self, lines: Sequence[str], index: int, raw: str,
+                           stripped: str) -> bool:
+        match = gnu.GXX_INCLUDED_FROM.match(raw)
+        if match is None or self.gcc_chain_start is None:
+            return False
+        # g++ lists the chain innermost first; keep it outermost first, as clang prints it.
+        self.includes = [*self.includes]
+        self.includes.insert(self.gcc_chain_start, f"{match['file']}:{match['line']}")
+        return True
+
+    def _collect2(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
+        match = gnu.COLLECT2.match(stripped)
+        if match is None:
+            return False
+        # collect2 only says the linker failed: the linker's own lines before it are the cause.
+        if not any(d.kind == "link" for d in self.diagnostics):
+            self._add(Diagnostic(severity="error", kind="link", tool="collect2",
+                                 message=f"{match['tool']} returned {match['code']} exit "
+                                 "status (the linker's own messages are not in the log)"))
+        return True
+
+    def _gnu_ld(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
+        message = gnu.read_ld_line(stripped)
+        if message is None:
+            return False
+        if message.what == "in_function":
+            self.ld_function = message.symbol
+            return True
+        referrer = self.ld_function
+        self.ld_function = None
+        if message.what == "undefined":
+            self._ld_undefined(message, referrer)
+        elif message.what == "multiple":
+            self._add(Diagnostic(
+                severity="error", kind="link", tool=message.tool or "ld",
+                message=f"multiple definition of '{message.symbol}'"
+                + (f" (first defined at {message.also})" if message.also else ""),
+                file=message.file, line=message.line, symbol=message.symbol))
+        elif message.what == "cannot_find":
+            self._add(Diagnostic(severity="error", kind="link", tool=message.tool or "ld",
+                                 message=f"cannot find {message.symbol}",
+                                 symbol=message.symbol))
+        elif message.text.startswith("warning:"):
+            self._add(Diagnostic(severity="warning", kind="link", tool=message.tool,
+                                 message=message.text.removeprefix("warning:").strip()))
+        else:
+            self._add(Diagnostic(severity="error", kind="link", tool=message.tool,
+                                 message=message.text.removeprefix("error:").strip()))
+        return True
+
+    def _ld_undefined(self, message: gnu.LdMessage, referrer: str | None) -> None:
+        symbol = message.symbol or ""
+        place = message.where or ""
+        reference = f"{place} (in {referrer})" if referrer else place
+        # ld repeats the symbol for every call site: one diagnostic, every site listed.
+        known = next((d for d in self.diagnostics if d.kind == "link" and d.symbol == symbol
+                      and d.message.startswith("undefined reference")), None)
+        if known is not None:
+            known.referenced_by.append(reference)
+            return
+        self._add(Diagnostic(severity="error", kind="link", tool=message.tool or "ld",
+                             message=f"undefined reference to '{symbol}'", symbol=symbol,
+                             file=message.file, line=message.line,
+                             referenced_by=[reference] if reference else []))
+
+    def _cmake(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
+        block = gnu.read_cmake_block(lines, index)
+        if block is None:
+            return False
+        self.skip_to = block.end
+        context = [f"{file}:{line} ({command})" for file, line, command in block.call_stack]
+        self._add(Diagnostic(
+            severity="error" if block.severity == "error" else "warning", kind="tool",
+            tool="cmake", message=block.message, file=block.file, line=block.line,
+            symbol=block.command, context=context))
         return True
 
     def _backend(self, lines: Sequence[str], index: int, raw: str, stripped: str) -> bool:
@@ -187,6 +329,8 @@ class _DiagState:
         if match is None:
             return False
         self.includes = [*self.includes, f"{match['file']}:{match['line']}"]
+        # A trailing comma: g++'s chain goes on with "from" lines, each one level further out.
+        self.gcc_chain_start = len(self.includes) - 1 if stripped.endswith(",") else None
         return True
 
     def _errors_generated(self, lines: Sequence[str], index: int, raw: str,
@@ -249,8 +393,14 @@ def _severity(text: str) -> Severity:
 
 
 def _source_echo(lines: Sequence[str], index: int, raw: str) -> str | None:
-    """The source line clang echoes under a diagnostic (the line before the ^~~ caret)."""
-    if index + 2 >= len(lines) or not _CARET.match(lines[index + 2]):
+    """The source line clang echoes under a diagnostic (the line before the ^~~ caret);
+    g++ puts "  12 | " before the echo and "     | " before the caret."""
+    if index + 2 >= len(lines):
+        return None
+    gutter = gnu.GXX_ECHO.match(lines[index + 1])
+    if gutter is not None and gnu.GXX_CARET.match(lines[index + 2]):
+        return gutter["text"].rstrip() or None
+    if not _CARET.match(lines[index + 2]):
         return None
     echo = lines[index + 1]
     if _DIAG.match(echo.strip()):
@@ -274,6 +424,91 @@ def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return unique
 
 
+def _user_frames(diagnostic: Diagnostic) -> list[tuple[str, int | None, int | None]]:
+    """The places that led to a diagnostic, nearest the error first: g++'s "required from"
+    frames, clang's "in instantiation ... requested here" notes, then the include chain."""
+    places: list[tuple[str, int | None, int | None]] = []
+    for frame in diagnostic.context:
+        place = gnu.frame_place(frame)
+        if place is not None:
+            places.append(place)
+    places += [(note.file, note.line, note.column) for note in diagnostic.notes
+               if note.file and "requested here" in note.message]
+    for entry in reversed(diagnostic.include_chain):  # the chain is outermost first
+        file, _, line = entry.rpartition(":")
+        places.append((file, to_int(line), None))
+    return places
+
+
+def _prefer_user_location(diagnostic: Diagnostic, user_files: Collection[str] | None) -> None:
+    """An error inside a CANN/system header: report the user's line that led there."""
+    # A note heading its own group (a cut log) keeps its place: it is no error to move.
+    movable = diagnostic.severity != "note" and (diagnostic.kind == "compile"
+                                                 or diagnostic.tool == "cmake")
+    if diagnostic.file is None or not movable or gnu.is_user_file(diagnostic.file, user_files):
+        return
+    place = next((item for item in _user_frames(diagnostic)
+                  if gnu.is_user_file(item[0], user_files)), None)
+    if place is None:
+        return
+    diagnostic.origin, diagnostic.origin_source_line = diagnostic.location, \
+        diagnostic.source_line
+    diagnostic.file, diagnostic.line, diagnostic.column = place
+    diagnostic.source_line = None
+
+
+def _instantiation_key(diagnostic: Diagnostic) -> tuple[str, ...] | None:
+    if not diagnostic.context or not gnu.is_instantiation(diagnostic.context[0]):
+        return None
+    return tuple(diagnostic.context)
+
+
+def _caused_by(diagnostic: Diagnostic, head: Diagnostic) -> bool:
+    """Whether `diagnostic` only follows from the earlier error `head`."""
+    if diagnostic.file is not None and (diagnostic.file, diagnostic.line) == (head.file,
+                                                                              head.line):
+        return diagnostic.kind == head.kind
+    key = _instantiation_key(diagnostic)
+    if key is not None and key == _instantiation_key(head):
+        return True
+    # A failed include()/find_package() leaves the commands it would define unknown.
+    return (diagnostic.tool == head.tool == "cmake"
+            and diagnostic.message.startswith("Unknown CMake command")
+            and head.symbol in ("include", "find_package"))
+
+
+def group_follow_ons(diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """One root cause, one entry: errors that follow from an earlier error (same file and
+    line, same template instantiation, a CMake command a failed include left undefined)
+    go under it as follow_ons. Order is kept; warnings are never grouped."""
+    kept: list[Diagnostic] = []
+    heads: list[Diagnostic] = []
+    for diagnostic in diagnostics:
+        if diagnostic.severity == "error":
+            cause = next((head for head in heads if _caused_by(diagnostic, head)), None)
+            if cause is not None:
+                cause.follow_ons.append(diagnostic)
+                continue
+            heads.append(diagnostic)
+        kept.append(diagnostic)
+    return [_deliberate_first(item) for item in kept]
+
+
+def _deliberate_first(head: Diagnostic) -> Diagnostic:
+    """A static_assert in the group is the API's own check, worded for the user: it leads."""
+    if head.message.startswith("static assertion failed") or not head.follow_ons:
+        return head
+    chosen = next((item for item in head.follow_ons
+                   if item.message.startswith("static assertion failed")), None)
+    if chosen is None:
+        return head
+    rest = [item for item in head.follow_ons if item is not chosen]
+    head.follow_ons = []
+    chosen.follow_ons = [head, *rest]
+    chosen.hint = chosen.hint or _compiler_hint(chosen)
+    return chosen
+
+
 def _describe_backend_crash(diagnostic: Diagnostic, text: str) -> None:
     """The stack dump after a backend crash names the kernel function and the target arch."""
     function = _ON_FUNCTION.search(text)
@@ -290,7 +525,8 @@ def _compiler_hint(diagnostic: Diagnostic) -> str | None:
     if suggestion is not None:
         diagnostic.suggestion = suggestion["name"]
     for rule in (_hint_mangling, _hint_header, _hint_missing_api, _hint_undeclared_macro,
-                 _hint_undefined_symbol, _hint_backend, _hint_cut_log):
+                 _hint_undefined_symbol, _hint_backend, _hint_cut_log, _hint_gnu_link,
+                 _hint_cmake, _hint_static_assert, _hint_did_you_mean):
         hint = rule(diagnostic, undeclared)
         if hint is not None:
             return hint
@@ -351,8 +587,13 @@ def _hint_undeclared_macro(diagnostic: Diagnostic,
 
 def _hint_undefined_symbol(diagnostic: Diagnostic,
                            undeclared: re.Match[str] | None) -> str | None:
-    if diagnostic.kind != "link" or not diagnostic.symbol:
+    if diagnostic.kind != "link" or not diagnostic.symbol or not diagnostic.message.startswith(
+            "undefined"):
         return None
+    if diagnostic.symbol.startswith("acl"):
+        return (f"'{diagnostic.symbol}' is an ACL runtime function: link the runtime "
+                "(target_link_libraries ... ascendcl) and include acl/acl.h instead of "
+                "declaring it yourself (a C++ declaration gets the wrong, mangled name).")
     cpp = "(" in diagnostic.symbol
     linkage = (" It is looked up with C++ linkage (a parameter list is part of the name): "
                "declare and define it extern \"C\", or make the signatures match exactly."
@@ -378,6 +619,70 @@ def _hint_cut_log(diagnostic: Diagnostic, undeclared: re.Match[str] | None) -> s
     return (f"The compiler's message was cut off: the error is inside {innermost}, included "
             f"from {diagnostic.include_chain[0]}. Keep the full log to see it.")
 
+
+
+def _hint_gnu_link(diagnostic: Diagnostic, undeclared: re.Match[str] | None) -> str | None:
+    if diagnostic.kind != "link" or not diagnostic.symbol:
+        return None
+    if diagnostic.message.startswith("multiple definition"):
+        return (f"'{diagnostic.symbol}' is defined in more than one object: a function or "
+                "variable defined in a header that several .cpp files include. Mark it inline "
+                "(or static), or define it in one .cpp and only declare it in the header.")
+    if diagnostic.message.startswith("cannot find -l"):
+        name = diagnostic.symbol.removeprefix("-l")
+        return (f"lib{name} is not on the link path. Link CANN libraries from "
+                "$ASCEND_HOME_PATH/lib64 (never a hard-coded ascend-toolkit/latest); CANN 8.5 "
+                "renamed libaclnn_* to libopapi_*; link only the libraries the build route "
+                "documents.")
+    return None
+
+
+def _hint_cmake(diagnostic: Diagnostic, undeclared: re.Match[str] | None) -> str | None:
+    if diagnostic.tool != "cmake":
+        return None
+    message = diagnostic.message
+    package = re.search(r'provided by "(?P<name>[^"]+)"', message)
+    if package is not None and package["name"] == "ASC":
+        return ("find_package(ASC) is the CANN 9 ASC CMake language, which this CANN does not "
+                "provide: use the ascendc.cmake route (include(${ASCENDC_CMAKE_DIR}/"
+                "ascendc.cmake) + ascendc_library) for CANN < 9, or point CMAKE_PREFIX_PATH "
+                "at $ASCEND_HOME_PATH on CANN 9.")
+    if package is not None:
+        return (f"CMake found no {package['name']} package: add its install prefix to "
+                f"CMAKE_PREFIX_PATH or set {package['name']}_DIR.")
+    if "include could not find requested file" in message:
+        empty = re.search(r"file: /[\w.-]+\.cmake$", message)
+        why = (" The path starts at '/': the variable before it is empty, so none of the "
+               "probed CANN locations exists." if empty else "")
+        return ("A CANN CMake file is missing at that path." + why + " Derive it from "
+                "ASCEND_CANN_PACKAGE_PATH=$ASCEND_HOME_PATH (CANN 8.5 moved ascend-toolkit/latest "
+                "to cann/).")
+    if message.startswith("Unknown CMake command"):
+        return ("The command comes from a CANN CMake file that was not included: fix the first "
+                "CMake error (the include or find_package) and this one goes away.")
+    return None
+
+
+def _hint_static_assert(diagnostic: Diagnostic,
+                        undeclared: re.Match[str] | None) -> str | None:
+    if not diagnostic.message.startswith("static assertion failed") or diagnostic.origin is None:
+        return None
+    return ("A CANN API rejected this call at compile time (see its message): change the "
+            "dtypes or arguments on your line, not the header.")
+
+
+def _hint_did_you_mean(diagnostic: Diagnostic, undeclared: re.Match[str] | None) -> str | None:
+    member = re.search(r"'(?P<name>[^']+)' is not a member of '(?P<scope>[^']+)'",
+                       diagnostic.message)
+    if diagnostic.suggestion is not None:
+        quoted = re.search(r"'(?P<name>[^']+)'", diagnostic.message)
+        name = quoted["name"] if quoted else "this name"
+        return (f"'{name}' does not exist here; the compiler suggests "
+                f"'{diagnostic.suggestion}' (a typo, or the name this CANN version uses).")
+    if member is not None and member["scope"] == "AscendC":
+        return (f"This CANN's AscendC has no '{member['name']}': check the API name and the "
+                "header in the installed CANN version's documentation.")
+    return None
 
 # -- bisheng command lines ---------------------------------------------------------------------
 

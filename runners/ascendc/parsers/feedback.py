@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from runners.ascendc.parsers.common import clip
 from runners.ascendc.parsers.compiler import BishengInvocation, CompilerReport, Diagnostic
 from runners.ascendc.parsers.msprof import (
     PIPE_HINTS,
@@ -48,7 +49,8 @@ def _compiler_feedback(diagnostics: Sequence[Diagnostic], limit: int,
     if not diagnostics:
         return "no compiler diagnostics found in the log"
     blocks = [_diagnostic_feedback(d) for d in diagnostics[:limit]]
-    shown = sum(1 for d in diagnostics[:limit] if d.severity == "error")
+    # Follow-ons are errors the compiler counted too.
+    shown = sum(1 + len(d.follow_ons) for d in diagnostics[:limit] if d.severity == "error")
     if len(diagnostics) > limit:
         blocks.append(f"... {len(diagnostics) - limit} more diagnostics")
     if errors_generated is not None and errors_generated > shown:
@@ -62,12 +64,21 @@ def _diagnostic_feedback(diagnostic: Diagnostic) -> str:
     lines = [f"{where}: {diagnostic.severity}: {diagnostic.message}"]
     if diagnostic.source_line:
         lines.append(f"    {diagnostic.source_line.strip()}")
+    if diagnostic.origin:
+        echo = f": {diagnostic.origin_source_line.strip()}" \
+            if diagnostic.origin_source_line else ""
+        lines.append(f"  reported inside {diagnostic.origin}{echo}")
     if diagnostic.referenced_by:
         lines.append(f"  referenced by {', '.join(diagnostic.referenced_by)}")
     for note in diagnostic.notes[:4]:
         lines.append(f"  note: {note.location or '?'}: {note.message}")
     if len(diagnostic.notes) > 4:
         lines.append(f"  ... {len(diagnostic.notes) - 4} more notes")
+    if diagnostic.follow_ons:
+        lines.append(f"  {len(diagnostic.follow_ons)} follow-on error(s), likely gone once "
+                     "this is fixed: " + "; ".join(
+                         f"{item.location or item.tool or '?'}: {clip(item.message, 120)}"
+                         for item in diagnostic.follow_ons[:3]))
     if diagnostic.hint:
         lines.append(f"  hint: {diagnostic.hint}")
     return "\n".join(lines)

@@ -19,11 +19,14 @@ import pytest
 
 from runners.ascendc.detect import (
     CannInfo,
+    ascendc_cmake_places,
     core_counts_from_npu,
     detect_cann,
     detect_soc,
     detect_torch_npu,
+    find_ascendc_cmake,
     generation_for,
+    generation_support,
     machine_arch,
     npu_arch_for,
     parse_cann_version,
@@ -193,6 +196,53 @@ def test_8_5_layout_from_the_default_root_is_still_legacy(tmp_path: Path, load: 
     assert (info.found, info.version, info.generation, info.layout) == (
         True, version, "legacy", "cann")
     assert info.source.startswith("default root -> ")
+
+
+# What each release builds: ascendc.cmake where its layout puts it, asc-config.cmake from 9.x.
+@pytest.mark.parametrize(("version", "ascendc_dir", "asc_config", "builds"), [
+    ("8.0.RC3", "compiler/tikcpp/ascendc_kernel_cmake", False, ["legacy"]),
+    ("8.3.RC1", "tools/tikcpp/ascendc_kernel_cmake", False, ["legacy"]),
+    ("8.5.0", f"{ARCH}-linux/tikcpp/ascendc_kernel_cmake", False, ["legacy"]),
+    ("9.0.0", f"{ARCH}-linux/tikcpp/ascendc_kernel_cmake", True, ["legacy", "asc"]),
+    ("9.1.0", None, True, ["asc"]),  # no ascendc.cmake anywhere: legacy cannot build
+    ("8.5.0", f"{ARCH}-linux/tikcpp/ascendc_kernel_cmake", True, ["legacy", "asc"]),
+])
+def test_the_generations_a_toolkit_builds(tmp_path: Path, version: str,
+                                          ascendc_dir: str | None, asc_config: bool,
+                                          builds: list[str]) -> None:
+    home = toolkit(tmp_path / "Ascend" / "cann", f"version={version}\n")
+    if ascendc_dir is not None:
+        write(home / ascendc_dir / "ascendc.cmake", "# ascendc_library\n")
+    if asc_config:
+        write(home / f"{ARCH}-linux" / "lib64" / "cmake" / "asc-config.cmake", "# ASC\n")
+    info = detect({"ASCEND_HOME_PATH": str(home)}, tmp_path / "empty-root")
+    assert info.builds == builds
+    assert info.ascendc_cmake == (None if ascendc_dir is None
+                                  else str(home / ascendc_dir / "ascendc.cmake"))
+    assert info.generation == ("asc" if version.startswith("9") else "legacy")
+
+
+def test_generation_support_says_why() -> None:
+    # A home this machine cannot read: the version decides.
+    assert generation_support("legacy", home="/nowhere", version="9.0.0")[0]
+    assert generation_support("asc", home="/nowhere", version="9.0.0")[0]
+    accepted, why = generation_support("asc", home="/nowhere", version="8.3.RC1")
+    assert not accepted
+    assert "predates the ASC language" in why
+    assert generation_support("asc", home=None, version=None) == (
+        True, "CANN (version unknown): cannot tell; the build will")
+    assert not generation_support("cann7", home=None, version="8.3.RC1")[0]
+
+
+def test_ascendc_cmake_places_follow_the_arch(tmp_path: Path) -> None:
+    places = ascendc_cmake_places(tmp_path, "aarch64")
+    assert places == [tmp_path / "aarch64-linux/tikcpp/ascendc_kernel_cmake",
+                      tmp_path / "compiler/tikcpp/ascendc_kernel_cmake",
+                      tmp_path / "tools/tikcpp/ascendc_kernel_cmake"]
+    write(places[2] / "ascendc.cmake", "")
+    write(places[0] / "ascendc.cmake", "")
+    assert find_ascendc_cmake(tmp_path, "aarch64") == places[0] / "ascendc.cmake"
+    assert find_ascendc_cmake(tmp_path, "x86_64") == places[2] / "ascendc.cmake"
 
 
 def test_versioned_cann_dir_with_all_cann_info(tmp_path: Path) -> None:

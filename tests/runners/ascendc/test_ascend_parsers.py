@@ -25,9 +25,11 @@ from runners.ascendc.parsers.common import to_json
 from runners.ascendc.parsers.compiler import (
     CompilerReport,
     Diagnostic,
+    first_errors,
     parse_bisheng_command,
     parse_compiler_output,
     parse_compiler_report,
+    parse_gnu_output,
 )
 from runners.ascendc.parsers.feedback import feedback_text
 from runners.ascendc.parsers.msprof import (
@@ -178,11 +180,14 @@ def test_own_no_matching_cast_intrinsics_groups_instantiations_and_candidates() 
     report = compiled(own(CAST))
     [diag] = report.diagnostics
     assert diag.severity == "error"
+    # Reported inside the CANN header; located at the user's line that instantiated it.
     assert (diag.file, diag.line, diag.column) == (
-        f"{TIK}/impl/dav_c220/kernel_operator_vec_vconv_impl.h", 412, 5)
+        "/home/ci/opbot-ops/csrc/kernels/quant_bf16_int8_kernel.cpp", 67, 9)
+    assert diag.origin == f"{TIK}/impl/dav_c220/kernel_operator_vec_vconv_impl.h:412:5"
     assert diag.message == "no matching function for call to 'CastIntrinsicsImpl'"
-    assert diag.source_line == ("    CastIntrinsicsImpl((__ubuf__ T1*)dst, (__ubuf__ T2*)src, "
-                                "roundMode, calCount);")
+    assert diag.source_line is None
+    assert diag.origin_source_line == ("    CastIntrinsicsImpl((__ubuf__ T1*)dst, (__ubuf__ "
+                                       "T2*)src, roundMode, calCount);")
     assert [(n.line, n.column) for n in diag.notes] == [(88, 5), (67, 9), (141, 24), (176, 24)]
     assert diag.notes[1].file == "/home/ci/opbot-ops/csrc/kernels/quant_bf16_int8_kernel.cpp"
     assert diag.notes[1].message == ("in instantiation of function template specialization "
@@ -471,6 +476,151 @@ def test_lld_undefined_symbol_and_plain_warning() -> None:
 def test_compiler_parser_survives_garbage() -> None:
     assert parse_compiler_output("") == []
     assert parse_compiler_output("\x00\x01 ^~~\n::::\nerror\n1:2:3: error: \n") != [None]
+
+
+# -- g++, GNU ld, collect2, CMake (real outputs, own/gnu) -------------------------------------
+
+GNU_OP = "/home/ci/opbot/ops/add_custom/ascendc"
+DEVKIT = "/usr/local/Ascend/cann-8.5.0/x86_64-linux/tikcpp"
+VEC_IMPL = f"{DEVKIT}/tikcfw/interface/../impl/kernel_operator_vec_binary_impl.h"
+
+# Each root error as (location, message start, kind, tool, follow-on count, hint word).
+GNU: dict[tuple[str, str], list[tuple[str | None, str, str, str | None, int, str | None]]] = {
+    ("own", "gxx-add-int8-static-assert-in-devkit-header-utf8-quotes.txt"): [
+        ("op_kernel/add_custom.cpp:13:21", "static assertion failed: Failed to check dtype in "
+         "Add", "compile", None, 1, "dtypes")],
+    ("own", "cmake-build-cpu-two-kernels-devkit-header-did-you-mean.txt"): [
+        (f"{GNU_OP}/op_kernel/add_custom.cpp:13:21", "static assertion failed", "compile", None,
+         1, "dtypes"),
+        (f"{GNU_OP}/op_kernel/sub_custom.cpp:10:14", "'Subb' is not a member of 'AscendC'; did "
+         "you mean 'Sub'?", "compile", None, 0, "suggests 'Sub'")],
+    ("own", "gxx-halff-typo-follow-on-errors.txt"): [
+        ("op_kernel/mul_custom.cpp:12:30", "'halff' was not declared in this scope", "compile",
+         None, 1, "suggests 'half'"),
+        ("op_kernel/mul_custom.cpp:22:28", "'totalLength' was not declared", "compile", None, 1,
+         None),
+        ("op_kernel/mul_custom.cpp:13:21", "no matching function for call to 'Add(int&",
+         "compile", None, 1, None)],
+    ("own", "ld-debug-undefined-reference-collect2.txt"): [
+        (f"{GNU_OP}/host/b.cpp:3", "multiple definition of 'ReadFile(char const*, void*, "
+         "unsigned long)'", "link", "ld", 0, "inline"),
+        (f"{GNU_OP}/host/main.cpp:8", "undefined reference to 'add_custom_do'", "link",
+         "ld", 0, "linkage"),
+        (f"{GNU_OP}/host/main.cpp:9", "undefined reference to 'aclrtSynchronizeStream(void*)'",
+         "link", "ld", 0, "ascendcl")],
+    ("own", "ld-multiple-definition-cannot-find-lascendcl.txt"): [
+        ("b.cpp", "multiple definition of 'ReadFile", "link", "ld", 0, "inline"),
+        (None, "cannot find -lascendcl", "link", "ld", 0, "ASCEND_HOME_PATH")],
+    ("own", "cmake-include-could-not-find-ascendc-cmake.txt"): [
+        ("CMakeLists.txt:12", "include could not find requested file: /ascendc.cmake", "tool",
+         "cmake", 1, "variable before it is empty")],
+    ("own", "cmake-find-package-ASC-no-config.txt"): [
+        ("CMakeLists.txt:3", "By not providing \"FindASC.cmake\"", "tool", "cmake", 0,
+         "CANN 9 ASC")],
+    ("own", "cmake-fatal-error-in-devkit-call-stack.txt"): [
+        ("CMakeLists.txt:11", "SOC_VERSION Ascend910_9392 is not supported by this CANN "
+         "package; supported: Ascend910B1;", "tool", "cmake", 0, None)],
+}
+
+
+@pytest.mark.parametrize(("load", "name", "expected"), cases(GNU, "gnu"))
+def test_gnu_toolchain_root_errors(load: Loader, name: str, expected: list[Any]) -> None:
+    report = compiled(load(name))
+    errors = [item for item in report.diagnostics if item.severity == "error"]
+    got = [(item.location, item.kind, item.tool, len(item.follow_ons)) for item in errors]
+    assert got == [(where, kind, tool, follow) for where, _, kind, tool, follow, _ in expected]
+    for item, (_, message, _, _, _, hint) in zip(errors, expected, strict=True):
+        assert item.message.startswith(message)
+        if hint is None:
+            assert item.hint is None or "suggest" not in item.hint
+        else:
+            assert item.hint is not None
+            assert hint in item.hint
+
+
+def test_gxx_error_in_devkit_header_reports_the_users_line() -> None:
+    """The error is inside a CANN header; the user's call that instantiated it is reported,
+    the header's place kept as its origin, and the second error of the same call grouped."""
+    [root] = compiled(own("gnu/gxx-add-int8-static-assert-in-devkit-header-utf8-quotes.txt")
+                      ).diagnostics
+    assert (root.file, root.line, root.column) == ("op_kernel/add_custom.cpp", 13, 21)
+    assert root.origin == f"{VEC_IMPL}:7:64"
+    assert root.origin_source_line is not None
+    assert "static_assert(SupportType<T, half" in root.origin_source_line
+    assert root.source_line is None
+    assert root.context[0].startswith("In instantiation of 'void AscendC::VecBinaryCheck")
+    assert root.context[-1] == "op_kernel/add_custom.cpp:13:21: required from here"
+    # The include chain is kept outermost first, as clang prints it.
+    assert root.include_chain == []  # it belonged to the first error, now a follow-on
+    [follow] = root.follow_ons
+    assert follow.message == "'signed char' is not a class, struct, or union type"
+    assert (follow.file, follow.line, follow.origin) == ("op_kernel/add_custom.cpp", 13,
+                                                         f"{VEC_IMPL}:16:29")
+    assert follow.include_chain == ["op_kernel/add_custom.cpp:1",
+                                    f"{DEVKIT}/tikcfw/kernel_operator.h:4",
+                                    f"{DEVKIT}/tikcfw/interface/kernel_operator_vec_binary_intf.h:3"]
+    text = feedback_text(root)
+    assert text.startswith("op_kernel/add_custom.cpp:13:21: error: static assertion failed")
+    assert f"reported inside {VEC_IMPL}:7:64" in text
+    assert "1 follow-on error(s)" in text
+
+
+def test_gxx_user_files_decide_what_is_the_users() -> None:
+    """With the package's file names, only those count as the user's."""
+    text = own("gnu/gxx-add-int8-static-assert-in-devkit-header-utf8-quotes.txt")
+    [root] = parse_compiler_report(text, user_files=["ascendc/op_kernel/add_custom.cpp"]
+                                   ).diagnostics
+    assert root.location == "op_kernel/add_custom.cpp:13:21"
+    first, second = parse_compiler_report(text, user_files=["other.cpp"]).diagnostics
+    # No frame in the package: the compiler's places stand, and the two errors (different
+    # instantiations, different lines) stay apart.
+    assert (first.origin, first.location) == (None, f"{VEC_IMPL}:16:29")
+    assert (second.origin, second.location) == (None, f"{VEC_IMPL}:7:64")
+
+
+def test_gxx_source_echo_drops_the_line_number_gutter() -> None:
+    diagnostics = compiled(own("gnu/gxx-halff-typo-follow-on-errors.txt")).diagnostics
+    assert diagnostics[0].source_line == "        AscendC::LocalTensor<halff> zLocal;"
+    assert diagnostics[0].suggestion == "half"
+    assert diagnostics[0].context == ["In member function 'void KernelMul<T>::Compute()'"]
+    # Both calls fail inside one instantiation of Compute: one root, one follow-on.
+    add = diagnostics[2]
+    assert add.context == ["In instantiation of 'void KernelMul<T>::Compute() [with T = "
+                           "_Float16]'", "op_kernel/mul_custom.cpp:21:15: required from here"]
+    assert [item.line for item in add.follow_ons] == [14]
+
+
+def test_ld_repeats_and_collect2_are_not_root_causes() -> None:
+    report = compiled(own("gnu/ld-debug-undefined-reference-collect2.txt"))
+    assert all(item.tool != "collect2" for item in report.diagnostics)
+    undefined = report.diagnostics[1]
+    assert undefined.symbol == "add_custom_do"
+    assert undefined.referenced_by == [f"{GNU_OP}/host/main.cpp:8 (in main)"]
+    assert report.failed_targets == ["ascendc_kernels_bbit"]
+    # collect2 alone (the linker's lines lost): it stands in, as a link error.
+    [alone] = parse_compiler_output("collect2: error: ld returned 1 exit status\n")
+    assert (alone.kind, alone.tool) == ("link", "collect2")
+
+
+def test_cmake_unknown_command_follows_the_failed_include() -> None:
+    [root] = compiled(own("gnu/cmake-include-could-not-find-ascendc-cmake.txt")).diagnostics
+    assert root.symbol == "include"
+    [follow] = root.follow_ons
+    assert follow.message == 'Unknown CMake command "ascendc_library".'
+    assert (follow.file, follow.line) == ("CMakeLists.txt", 13)
+
+
+def test_cmake_error_in_devkit_file_reports_the_users_cmakelists_line() -> None:
+    [root] = compiled(own("gnu/cmake-fatal-error-in-devkit-call-stack.txt")).diagnostics
+    assert (root.file, root.line) == ("CMakeLists.txt", 11)
+    assert root.origin == f"{DEVKIT}/ascendc_kernel_cmake/ascendc.cmake:3"
+    assert root.context == ["CMakeLists.txt:11 (include)"]
+
+
+def test_parse_gnu_output_and_first_errors_are_the_public_entry() -> None:
+    report = parse_gnu_output(own("gnu/gxx-halff-typo-follow-on-errors.txt"),
+                              user_files=["mul_custom.cpp"])
+    assert [item.line for item in first_errors(report)] == [12, 22, 13]
 
 
 # -- runtime ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from runners.ascendc.backend import (
     resolve_package,
     toolchain_from,
 )
-from runners.ascendc.detect import CannInfo
+from runners.ascendc.detect import CannInfo, machine_arch
 from runners.ascendc.package import PackageError, Step, build_plan
 from runners.ascendc.shim import SHIM_NAME, shim_source
 from runners.ascendc.steps import StepOutcome, run_step, step_failure
@@ -478,11 +478,43 @@ def test_the_shim_replaces_what_the_build_left_at_its_name(tmp_path: Path) -> No
     assert "class ModelNew" in judge.shims[0]
 
 
-def test_a_package_for_the_other_generation_is_refused(tmp_path: Path) -> None:
-    asc = Toolchain(True, "", "/opt/cann", "9.0.0", "asc")
-    result = _backend(RecordingStepRunner(), asc).verify(_request(_package(tmp_path, "legacy")))
+def test_an_asc_package_is_refused_before_the_asc_language(tmp_path: Path) -> None:
+    result = _backend(RecordingStepRunner(), FOUND).verify(_request(_package(tmp_path, "asc")))
     assert result.reasons[0].check == "build"
-    assert "regenerate it for asc" in result.reasons[0].message
+    assert "predates the ASC language" in result.reasons[0].message
+    assert "regenerate it for legacy" in result.reasons[0].message
+
+
+def _toolkit(root: Path, ascendc_dir: str | None) -> Path:
+    home = root / "cann"
+    (home / "x86_64-linux").mkdir(parents=True)
+    if ascendc_dir is not None:
+        (home / ascendc_dir).mkdir(parents=True)
+        (home / ascendc_dir / "ascendc.cmake").write_text("# ascendc_library\n")
+    return home
+
+
+def test_a_legacy_package_builds_on_cann_9_where_ascendc_cmake_ships(tmp_path: Path) -> None:
+    """CANN 9 prefers ASC but still ships ascendc.cmake: a legacy package is built there."""
+    home = _toolkit(tmp_path, f"{machine_arch()}-linux/tikcpp/ascendc_kernel_cmake")
+    cann9 = Toolchain(True, "", str(home), "9.0.0", "asc")
+    runner = RecordingStepRunner()
+    result = _backend(runner, cann9).verify(_request(_package(tmp_path, "legacy")))
+    assert result.status == "passed", result.to_json()
+    configure = next(step for step in runner.steps if step.name == "configure")
+    assert f"-DASCEND_CANN_PACKAGE_PATH={home}" in configure.argv
+
+
+def test_a_legacy_package_is_refused_where_no_layout_holds_ascendc_cmake(
+        tmp_path: Path) -> None:
+    home = _toolkit(tmp_path, None)
+    cann9 = Toolchain(True, "", str(home), "9.1.0", "asc")
+    result = _backend(RecordingStepRunner(), cann9).verify(_request(_package(tmp_path, "legacy")))
+    message = result.reasons[0].message
+    assert result.reasons[0].check == "build"
+    assert "has no ascendc.cmake" in message
+    assert str(home / "compiler/tikcpp/ascendc_kernel_cmake") in message
+    assert "regenerate it for asc" in message
 
 
 def test_not_a_package_is_a_load_failure(tmp_path: Path) -> None:

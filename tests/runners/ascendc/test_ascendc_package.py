@@ -454,7 +454,8 @@ def test_the_generated_tests_drive_the_cpu_twin(built: dict[tuple[str, str], _Bu
     assert run.returncode == 0, run.stdout[-3000:]
     summary = run.stdout.strip().splitlines()[-1]
     cases = len(EXAMPLES["add"].dtypes) * (1 + len(TAIL_SIZES_IN_PACKAGE))
-    assert f"{cases} passed, {cases} skipped" in summary, run.stdout[-2000:]
+    # Skipped: the NPU tests, one per case plus ordering, device mixing, device guard.
+    assert f"{cases} passed, {cases + 3} skipped" in summary, run.stdout[-2000:]
 
 
 @needs_gxx
@@ -499,6 +500,158 @@ def test_host_tiling_agrees_with_the_simulator(packages: dict[tuple[str, str], G
         plan = plan_tiling(config)
         assert line.split() == [str(plan.block_dim), str(plan.block_length),
                                 str(plan.tile_length)], (total, dtype_bytes, cores, ub)
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_the_binding_orders_guards_and_checks_its_launches(
+        packages: dict[tuple[str, str], Generated], generation: str) -> None:
+    binding = packages[(generation, "add")].files["ascendc/op.cpp"]
+    code = "\n".join(line for line in binding.splitlines()
+                     if not line.lstrip().startswith("//"))
+    # Ordering: stream() empties torch_npu's task queue; stream(false) would race it.
+    assert "c10_npu::getCurrentNPUStream().stream();" in code
+    assert "stream(false)" not in code
+    # The device guard comes after the checks and before anything uses the device.
+    body = code[code.index("add_npu("):]
+    positions = [body.index(marker) for marker in (
+        'CheckInputs({{"x", x_c}, {"y", y_c}});', "const c10::DeviceGuard guard(x_c.device());",
+        "at::empty_like(x_c)", ".stream();", "Launch(")]
+    assert positions == sorted(positions)
+    assert "tensor.device() == first.second.device()" in code
+    assert "all tensors must be on one NPU device" in " ".join(
+        part.strip().strip('"') for part in code.split('"\n'))
+    # Every launch's error code is checked, naming the kernel.
+    for entry in ("add_float32", "add_float16"):
+        if generation == "legacy":
+            assert f'CheckLaunch("{entry}", ACLRT_LAUNCH_KERNEL({entry})(tiling.blockDim, ' \
+                   "stream," in code
+        else:
+            launch = code.index(f"{entry}<<<tiling.blockDim, 0, stream>>>(")
+            after = code[launch:].split(";", 2)[1]
+            assert f'CheckLaunch("{entry}", aclrtGetLastError(ACL_RT_THREAD_LEVEL))' in after
+    if generation == "asc":  # a stale error is cleared before the launch
+        assert code.index("(void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);") < code.index("<<<")
+
+
+def test_the_benchmark_brackets_each_call_with_events_on_an_idle_stream(
+        packages: dict[tuple[str, str], Generated], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.py's time_ms against a torch_npu that logs: the device is synchronized before
+    each start event, both events go on the current stream, the end one is waited for."""
+    import importlib.util
+    import sys
+    import types
+
+    log: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            self.name = "start" if sum(entry.startswith("new") for entry in log) % 2 == 0 \
+                else "end"
+            log.append(f"new {self.name}")
+
+        def record(self, stream: object = None) -> None:
+            log.append(f"record {self.name} on {stream}")
+
+        def synchronize(self) -> None:
+            log.append(f"wait {self.name}")
+
+        def elapsed_time(self, other: Event) -> float:
+            return 1.5
+
+    npu = types.SimpleNamespace(Event=Event, current_stream=lambda: "current",
+                                synchronize=lambda: log.append("synchronize"))
+    monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(npu=npu))
+    bench = tmp_path / "bench_add.py"
+    bench.write_text(packages[("legacy", "add")].files["ascendc/bench_add.py"])
+    spec = importlib.util.spec_from_file_location("opbot_bench_probe", bench)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    times = module.time_ms(lambda: log.append("call"), 2, 2)
+    assert times == [1.5, 1.5]
+    trial = ["new start", "new end", "synchronize", "record start on current", "call",
+             "record end on current", "wait end"]
+    assert log == ["synchronize", "call", "call", *trial, *trial, "synchronize"]
+
+
+_DRIVER = r"""
+#include <cstdio>
+#include <exception>
+#include "op.cpp"
+
+static uint32_t g_code = 0;
+static int g_launches = 0;
+static bool g_guarded = false;
+static bool g_emptied = false;
+
+static uint32_t Record()
+{
+    ++g_launches;
+    g_guarded = c10::opbot_current_device() == c10::Device(c10::DeviceType::PrivateUse1, 1);
+    g_emptied = c10_npu::opbot_stream_emptied_queue();
+    return g_code;
+}
+extern "C" uint32_t aclrtlaunch_add_float32(uint32_t, aclrtStream, void*, void*, void*, uint32_t,
+                                            uint32_t, uint32_t) { return Record(); }
+extern "C" uint32_t aclrtlaunch_add_float16(uint32_t, aclrtStream, void*, void*, void*, uint32_t,
+                                            uint32_t, uint32_t) { return Record(); }
+
+template <typename Fn>
+static void Try(const char* label, Fn fn)
+{
+    try {
+        fn();
+        std::printf("%s: ok\n", label);
+    } catch (const std::exception& error) {
+        std::printf("%s: %s\n", label, error.what());
+    }
+}
+
+int main()
+{
+    const c10::Device npu0(c10::DeviceType::PrivateUse1, 0);
+    const c10::Device npu1(c10::DeviceType::PrivateUse1, 1);
+    const c10::Device cpu(c10::DeviceType::CPU, -1);
+    Try("cpu", [&] { add_npu(at::Tensor(cpu, 1000), at::Tensor(cpu, 1000)); });
+    Try("devices", [&] { add_npu(at::Tensor(npu1, 1000), at::Tensor(npu0, 1000)); });
+    std::printf("launches before: %d\n", g_launches);
+    Try("run", [&] { add_npu(at::Tensor(npu1, 1000), at::Tensor(npu1, 1000)); });
+    std::printf("guarded: %d emptied: %d current after: %d\n", g_guarded, g_emptied,
+                static_cast<int>(c10::opbot_current_device().index()));
+    g_code = 507015;
+    Try("failing launch", [&] { add_npu(at::Tensor(npu1, 1000), at::Tensor(npu1, 1000)); });
+    return 0;
+}
+"""
+
+
+@needs_gxx
+def test_the_binding_refuses_mixed_devices_and_failed_launches(
+        packages: dict[tuple[str, str], Generated], tmp_path: Path) -> None:
+    """The legacy binding, run against the stubs: device checks, the guard, the queue
+    emptied before the launch, and a launch's error code raised with the kernel's name."""
+    write_package(packages[("legacy", "add")].files, tmp_path)
+    folder = tmp_path / "ascendc"
+    launch = folder / "launch"
+    launch.mkdir()
+    _aclrtlaunch_headers((folder / "add_kernel.cpp").read_text(), launch)
+    (folder / "driver.cpp").write_text(_DRIVER)
+    built = _gxx([f"-I{STUBS / 'host'}", f"-I{STUBS / 'torch'}", f"-I{folder}", f"-I{launch}",
+                  str(folder / "driver.cpp"), "-o", str(folder / "driver")], folder)
+    assert built.returncode == 0, built.stderr
+    lines = subprocess.run([str(folder / "driver")], capture_output=True, text=True,
+                           check=True, timeout=60).stdout.splitlines()
+    assert lines[0] == "cpu: add: x must be an NPU tensor, not one on 0:-1"
+    assert lines[1] == ("devices: add: all tensors must be on one NPU device, but x is on 20:1 "
+                        "and y on 20:0")
+    assert lines[2] == "launches before: 0"
+    assert lines[3] == "run: ok"
+    assert lines[4] == "guarded: 1 emptied: 1 current after: -1"
+    assert lines[5].startswith("failing launch: add: launching kernel add_float32 failed with "
+                               "error code 507015")
 
 
 @pytest.mark.skipif(os.environ.get("OPBOT_ASCENDC_REAL_TORCH") != "1" or GXX is None,

@@ -4,7 +4,8 @@ The model writes three files: the kernel, the host tiling header and the torch b
 opbot renders everything else (CMake, build.sh, CPU twin, tests, benchmark) from
 runners/ascendc/package.py, so the contract below is what that code expects (see
 bot/agent/backends/ascendc/skeleton.py for why the model may not write the rest). Prompts are
-tagged by toolchain generation ("legacy": CANN <= 8.3, "asc": CANN 9.x) because the
+tagged by toolchain generation ("legacy": ascendc_library, the default before CANN 9 and
+still built by CANN 9; "asc": CANN 9.x's ASC language) because the
 kernel qualifiers, pointer types and launch differ.
 """
 
@@ -18,7 +19,7 @@ from bot.agent.prompt_text import fence_data
 from runners.ascendc.package import KERNEL_DTYPES, Generation, kernel_file_name, make_names
 
 _GENERATION_NOTES: dict[str, str] = {
-    "legacy": """Toolchain: CANN <= 8.3 (the "legacy" generation)
+    "legacy": """Toolchain: the "legacy" generation (ascendc_library; CANN 8.x, still built by 9.x)
 - The kernel file is a .cpp built by ascendc.cmake's ascendc_library(); the host launches \
 each entry with ACLRT_LAUNCH_KERNEL(<entry>)(blockDim, stream, args...) from the generated \
 aclrtlaunch_<entry>.h.

@@ -15,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.backends.ascendc.checks import problem_sizes, static_check
-from bot.agent.backends.ascendc.feedback import ascendc_feedback
+from bot.agent.backends.ascendc.feedback import (
+    ascendc_feedback,
+    ascendc_timing_feedback,
+    profile_lines,
+)
 from bot.agent.backends.ascendc.prompts import (
     first_request,
     retry_request,
     system_prompt,
     tuning_request,
 )
+from bot.agent.backends.ascendc.real_api import real_api_precheck
 from bot.agent.backends.ascendc.reply import parse_ascendc_reply
 from bot.agent.backends.ascendc.skeleton import Skeleton, skeleton_from_package, skeleton_from_spec
 from bot.agent.backends.ascendc.tuning import tiling_variants
@@ -32,13 +37,13 @@ from bot.agent.backends.base import (
     Precheck,
     TuningVariant,
 )
-from bot.agent.feedback import timing_feedback
 from bot.agent.offline.job import OfflineResult
 from bot.agent.offline.run import generate_in_worker
 from bot.agent.package import write_files, write_spec_files
 from bot.agent.reply import ReplyError
 from bot.errors import BadInputError
 from runners.ascendc.backend import AscendCBackend
+from runners.ascendc.cpu_verify import is_cpu_model
 from runners.ascendc.package import Generation, PackageError, write_package
 from runners.base import Availability, VerifyResult
 from runners.base import Backend as Runner
@@ -188,9 +193,17 @@ class AscendCWorkbench:
 
     def precheck(self, candidate: Candidate) -> Precheck:
         verdict = static_check(_skeleton_of(candidate), problem_sizes(self.context.spec))
-        return Precheck(ok=verdict.ok, feedback="" if verdict.ok else verdict.feedback(),
-                        record={"ok": verdict.ok, "errors": list(verdict.errors),
-                                "warnings": list(verdict.warnings)})
+        if not verdict.ok:
+            return Precheck(ok=False, feedback=verdict.feedback(),
+                            record={"ok": False, "errors": list(verdict.errors),
+                                    "warnings": list(verdict.warnings)})
+        # Then the real headers, before any runner sees the draft (seconds, no CANN).
+        self.context.progress("type-checking the kernel against the real Ascend C headers")
+        real = real_api_precheck(candidate.files)
+        record = {"ok": real.ok, "errors": list(real.errors), "warnings": list(verdict.warnings)}
+        if real.note:
+            record["real_api"] = real.note
+        return Precheck(ok=real.ok, feedback=real.feedback, record=record)
 
     def unverifiable(self) -> str | None:
         return None if self.availability.available else self.availability.reason
@@ -199,7 +212,9 @@ class AscendCWorkbench:
         spec = self.context.spec
         write_spec_files(folder, spec)
         write_files(folder, candidate.files)
-        self.context.progress("building and testing on the NPU")
+        self.context.progress("building and testing on the CPU model"
+                              if is_cpu_model(self.availability.device)
+                              else "building and testing on the NPU")
         return self.runner.verify(spec.to_request(
             folder.resolve(), backend=NAME, reference_file=(folder / "reference.py").resolve(),
             time_it=time_it, timeout_s=self.context.timeout_s))
@@ -208,7 +223,7 @@ class AscendCWorkbench:
         return ascendc_feedback(result, candidate.files)
 
     def timing_feedback(self, result: VerifyResult) -> str:
-        return timing_feedback(result.timing) if result.timing else ""
+        return ascendc_timing_feedback(result.timing) if result.timing else ""
 
     def tuning_variants(self, candidate: Candidate) -> list[TuningVariant]:
         skeleton = _skeleton_of(candidate)
@@ -229,11 +244,17 @@ class AscendCWorkbench:
     def perf_notes(self, result: VerifyResult | None) -> list[str]:
         if result is not None and result.timing is not None:
             return [f"Device timings come from the package's benchmark on the runner's NPU "
-                    f"({result.timing.device}), {result.timing.trials} trials."]
+                    f"({result.timing.device}), {result.timing.trials} trials.",
+                    *profile_lines(result.timing)]
         if not self.availability.available:
             return [f"Device timings: not measured here ({self.availability.reason}). An "
                     "Ascend runner with CANN and an NPU times the package (`opbot verify ... "
                     "--backend ascendc`)."]
+        if is_cpu_model(self.availability.device):
+            return [f"Verified on the CPU model ({self.availability.device}): the kernel's "
+                    "values through the real Ascend C API, block by block, with no CANN and no "
+                    "NPU. Device timings: not measured; an Ascend runner times the package "
+                    "(`opbot verify ... --backend ascendc`)."]
         return ["Device timings: not measured (the package did not pass verification)."]
 
     def unsupported_message(self, error: DraftUnsupported) -> str:

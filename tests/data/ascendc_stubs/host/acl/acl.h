@@ -10,6 +10,11 @@
 using aclError = int;
 using aclrtStream = void*;
 
+constexpr aclError ACL_SUCCESS = 0;
+enum aclrtLastErrLevel { ACL_RT_THREAD_LEVEL = 0 };
+// The thread's last runtime error, cleared by reading it (a <<<>>> launch reports here).
+inline aclError aclrtGetLastError(aclrtLastErrLevel level) { (void)level; return ACL_SUCCESS; }
+
 enum aclrtMemMallocPolicy { ACL_MEM_MALLOC_HUGE_FIRST = 0, ACL_MEM_MALLOC_HUGE_ONLY = 1, ACL_MEM_MALLOC_NORMAL_ONLY = 2 };
 enum aclrtMemcpyKind { ACL_MEMCPY_HOST_TO_HOST = 0, ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 };
 

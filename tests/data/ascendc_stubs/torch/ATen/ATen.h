@@ -20,13 +20,28 @@ inline std::ostream& operator<<(std::ostream& out, ScalarType type)
     return out << static_cast<int>(type);
 }
 
+using DeviceIndex = int8_t;
+
 class Device {
 public:
+    Device(DeviceType type = DeviceType::CPU, DeviceIndex index = -1) : type_(type), index_(index) {}
     DeviceType type() const { return type_; }
+    DeviceIndex index() const { return index_; }
+    bool operator==(const Device& other) const
+    {
+        return type_ == other.type_ && index_ == other.index_;
+    }
+    bool operator!=(const Device& other) const { return !(*this == other); }
 
 private:
-    DeviceType type_ = DeviceType::CPU;
+    DeviceType type_;
+    DeviceIndex index_;
 };
+
+inline std::ostream& operator<<(std::ostream& out, const Device& device)
+{
+    return out << static_cast<int>(device.type()) << ':' << static_cast<int>(device.index());
+}
 
 template <typename T>
 class ArrayRef {
@@ -52,15 +67,22 @@ constexpr ScalarType kBFloat16 = ScalarType::BFloat16;
 
 class Tensor {
 public:
+    Tensor() = default;
+    // A tensor that only says where it lives and how big it is (data_ptr() stays null).
+    Tensor(c10::Device device, int64_t numel) : device_(device), numel_(numel) {}
     Tensor contiguous() const { return *this; }
-    int64_t numel() const { return 0; }
+    int64_t numel() const { return numel_; }
     int64_t element_size() const { return 4; }
     int64_t dim() const { return 0; }
     ScalarType scalar_type() const { return ScalarType::Float; }
     void* data_ptr() const { return nullptr; }
-    c10::Device device() const { return c10::Device(); }
+    c10::Device device() const { return device_; }
     IntArrayRef sizes() const { return IntArrayRef(); }
     bool is_contiguous() const { return true; }
+
+private:
+    c10::Device device_;
+    int64_t numel_ = 0;
 };
 
 inline Tensor empty_like(const Tensor& self) { return self; }

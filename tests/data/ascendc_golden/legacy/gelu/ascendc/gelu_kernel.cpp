@@ -1,6 +1,6 @@
 // gelu: out = gelu(x)
 //
-// Ascend C vector kernel written by opbot for the legacy toolchain (CANN <= 8.3, ascendc_library).
+// Ascend C vector kernel written by opbot for the legacy toolchain (ascendc_library; CANN 8.x, still built by 9.x).
 // Each vector core takes one contiguous range of blockLength elements (the last core
 // takes what is left) and walks it in tiles of tileLength elements; the host computes
 // both at run time from the core count and UB size (gelu_tiling.h). BUFFER_NUM = 2

@@ -66,19 +66,29 @@ def _make(item, generator):
 
 
 def time_ms(fn, warmup, trials):
-    """Per-launch device times from NPU events; launches are asynchronous, so synchronize."""
+    """Per-call device times from NPU events on the current stream.
+
+    torch_npu queues its ops (the events too) and launches them from a task queue; the
+    operator empties that queue before it launches, so a queued start event is on the
+    stream ahead of the kernel and the end event after it. Synchronizing before each start
+    leaves the stream idle, so no earlier work (the inputs' copies, the last trial) is
+    counted.
+    """
+    stream = torch_npu.npu.current_stream()
+    torch_npu.npu.synchronize()
     for _ in range(warmup):
         fn()
-    torch_npu.npu.synchronize()
     times = []
     for _ in range(trials):
         start = torch_npu.npu.Event(enable_timing=True)
         end = torch_npu.npu.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
         torch_npu.npu.synchronize()
+        start.record(stream)
+        fn()
+        end.record(stream)
+        end.synchronize()
         times.append(start.elapsed_time(end))
+    torch_npu.npu.synchronize()
     return times
 
 

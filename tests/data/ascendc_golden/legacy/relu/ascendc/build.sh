@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build, test and profile the relu Ascend C package (legacy toolchain, CANN <= 8.3); written by opbot.
+# Build, test and profile the relu Ascend C package (legacy toolchain: ascendc.cmake, any CANN release); written by opbot.
 #   ./build.sh             NPU build, then the NPU tests (pytest -m npu)
 #   ./build.sh --cpu       CPU twin build and check: needs CANN, not an NPU
 #   ./build.sh --profile   NPU build, then msprof op over bench_relu.py

@@ -1,13 +1,16 @@
 // Torch binding for relu: torch.ops.opbot_relu.relu(x) on NPU tensors.
-// Legacy toolchain (CANN <= 8.3): the kernels come from ascendc_library and are launched with ACLRT_LAUNCH_KERNEL.
+// Legacy toolchain (ascendc.cmake, every CANN release): the kernels come from ascendc_library and are launched with ACLRT_LAUNCH_KERNEL.
 // Load with torch.ops.load_library("librelu_ops.so").
 #include <cstdint>
 #include <initializer_list>
 #include <tuple>
+#include <utility>
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "acl/acl.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "relu_tiling.h"
@@ -18,6 +21,7 @@ namespace {
 
 using relu_tiling::ComputeTiling;
 using relu_tiling::TilingData;
+using NamedTensor = std::pair<const char*, at::Tensor>;
 
 struct CoreInfo {
     uint32_t vectorCores;
@@ -37,28 +41,42 @@ const CoreInfo& Platform()
     return info;
 }
 
-void CheckInputs(std::initializer_list<at::Tensor> tensors)
+// The kernel reads raw pointers: every tensor must live on the one NPU the launch goes to.
+void CheckInputs(std::initializer_list<NamedTensor> tensors)
 {
-    const at::Tensor& first = *tensors.begin();
-    for (const at::Tensor& tensor : tensors) {
-        TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1,
-                    "relu: inputs must be NPU tensors");
-        TORCH_CHECK(tensor.scalar_type() == first.scalar_type(),
+    const NamedTensor& first = *tensors.begin();
+    for (const NamedTensor& item : tensors) {
+        const at::Tensor& tensor = item.second;
+        TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1, "relu: ",
+                    item.first, " must be an NPU tensor, not one on ", tensor.device());
+        TORCH_CHECK(tensor.device() == first.second.device(), "relu: all tensors must be on "
+                    "one NPU device, but ", first.first, " is on ", first.second.device(),
+                    " and ", item.first, " on ", tensor.device());
+        TORCH_CHECK(tensor.scalar_type() == first.second.scalar_type(),
                     "relu: inputs must share one dtype");
-        TORCH_CHECK(tensor.sizes() == first.sizes(), "relu: inputs must share one shape");
+        TORCH_CHECK(tensor.sizes() == first.second.sizes(),
+                    "relu: inputs must share one shape");
     }
 }
 
-void Launch(at::ScalarType dtype, const TilingData& tiling, void* stream, uint8_t* x, uint8_t* out)
+void CheckLaunch(const char* kernel, int64_t code)
 {
+    TORCH_CHECK(code == 0, "relu: launching kernel ", kernel, " failed with error code ", code,
+                " (ACL error codes: acl/acl_base.h; details in the CANN plog)");
+}
+
+void Launch(at::ScalarType dtype, const TilingData& tiling, aclrtStream stream, uint8_t* x, uint8_t* out)
+{
+    // ACLRT_LAUNCH_KERNEL(k)(...) calls the generated aclrtlaunch_k(), which returns the
+    // launch's error code (0: the kernel is on the stream).
     switch (dtype) {
         case at::kFloat:
-            ACLRT_LAUNCH_KERNEL(relu_float32)(tiling.blockDim, stream, x, out,
-                tiling.totalLength, tiling.blockLength, tiling.tileLength);
+            CheckLaunch("relu_float32", ACLRT_LAUNCH_KERNEL(relu_float32)(tiling.blockDim, stream, x, out,
+                tiling.totalLength, tiling.blockLength, tiling.tileLength));
             break;
         case at::kHalf:
-            ACLRT_LAUNCH_KERNEL(relu_float16)(tiling.blockDim, stream, x, out,
-                tiling.totalLength, tiling.blockLength, tiling.tileLength);
+            CheckLaunch("relu_float16", ACLRT_LAUNCH_KERNEL(relu_float16)(tiling.blockDim, stream, x, out,
+                tiling.totalLength, tiling.blockLength, tiling.tileLength));
             break;
         default:
             TORCH_CHECK(false, "relu: no kernel for dtype ", dtype, " (built for float32, float16)");
@@ -70,7 +88,10 @@ void Launch(at::ScalarType dtype, const TilingData& tiling, void* stream, uint8_
 at::Tensor relu_npu(const at::Tensor& x)
 {
     const at::Tensor x_c = x.contiguous();
-    CheckInputs({x_c});
+    CheckInputs({{"x", x_c}});
+    // The current device becomes the inputs' one, so the stream, the outputs and the launch
+    // all go to it whichever NPU the caller had selected.
+    const c10::DeviceGuard guard(x_c.device());
     at::Tensor out = at::empty_like(x_c);
     const int64_t numel = x_c.numel();
     if (numel == 0) {
@@ -82,7 +103,14 @@ at::Tensor relu_npu(const at::Tensor& x)
                                             core.vectorCores, core.ubBytes);
     TORCH_CHECK(tiling.blockDim > 0, "relu: no tiling for ", numel, " elements on ",
                 core.vectorCores, " cores with ", core.ubBytes, " B of UB");
-    void* stream = c10_npu::getCurrentNPUStream().stream(false);
+    // stream() (need_empty = true) first empties torch_npu's task queue, so every op queued
+    // before this call (the producers of the inputs, readers of memory the allocator may
+    // hand to the outputs) is on the stream ahead of the kernel, and events queued around
+    // the call bracket it. stream(false) would skip that and race the queue. Enqueueing the
+    // launch with OpCommand::SetCustomHandler would keep the queue asynchronous but needs
+    // torch_npu's internal framework headers, which change between releases; draining the
+    // queue costs one host-side wait per call, small next to a kernel launch.
+    const aclrtStream stream = c10_npu::getCurrentNPUStream().stream();
     Launch(x_c.scalar_type(), tiling, stream, static_cast<uint8_t*>(x_c.data_ptr()), static_cast<uint8_t*>(out.data_ptr()));
     return out;
 }

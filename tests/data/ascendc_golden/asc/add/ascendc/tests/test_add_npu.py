@@ -142,22 +142,92 @@ def _ids(case):
     return case["name"]
 
 
-@pytest.mark.npu
-@pytest.mark.parametrize("case", _cases(), ids=_ids)
-def test_npu_matches_reference(case):
+def _npu_op():
+    """(torch_npu, the operator), or a skip saying what is missing."""
     torch_npu = pytest.importorskip("torch_npu")
     if not torch_npu.npu.is_available():
         pytest.skip("no NPU is visible")
     if not LIBRARY.exists():
         pytest.skip(f"{LIBRARY} is not built: run ./build.sh")
     torch.ops.load_library(str(LIBRARY))
-    op = getattr(getattr(torch.ops, NAMESPACE), OP)
+    return torch_npu, getattr(getattr(torch.ops, NAMESPACE), OP)
+
+
+def _tensors(values):
+    return [value for value in values if isinstance(value, torch.Tensor)]
+
+
+def _first_case():
+    cases = _cases()
+    if not cases:
+        pytest.skip("no cases")
+    return cases[0]
+
+
+@pytest.mark.npu
+@pytest.mark.parametrize("case", _cases(), ids=_ids)
+def test_npu_matches_reference(case):
+    torch_npu, op = _npu_op()
     inputs = [value.to("npu") if isinstance(value, torch.Tensor) else value
               for value in _inputs(case)]
     with torch.no_grad():
         expected = _flatten(_model("npu")(*inputs))
-        actual = _flatten(op(*[value for value in inputs if isinstance(value, torch.Tensor)]))
+        actual = _flatten(op(*_tensors(inputs)))
     torch_npu.npu.synchronize()
+    _assert_matches(actual, expected, inputs)
+
+
+@pytest.mark.npu
+def test_npu_waits_for_queued_producers():
+    """Inputs written by ops still in torch_npu's task queue when the operator is called:
+    the binding must empty the queue before it launches, or it reads them unwritten."""
+    torch_npu, op = _npu_op()
+    case = _first_case()
+    inputs = [value.to("npu") if isinstance(value, torch.Tensor) else value
+              for value in _inputs(case)]
+    with torch.no_grad():
+        expected = _flatten(_model("npu")(*inputs))
+        torch_npu.npu.synchronize()
+        produced = []
+        for value in inputs:
+            if isinstance(value, torch.Tensor):
+                value = torch.zeros_like(value).copy_(value)
+                for _ in range(32):  # keep the queue busy; adding 0 changes nothing
+                    value = value.add_(0)
+            produced.append(value)
+        actual = _flatten(op(*_tensors(produced)))
+    torch_npu.npu.synchronize()
+    _assert_matches(actual, expected, inputs)
+
+
+@pytest.mark.npu
+def test_npu_refuses_tensors_on_other_devices():
+    torch_npu, op = _npu_op()
+    tensors = _tensors(_inputs(_first_case()))
+    if len(tensors) < 2:
+        pytest.skip("one tensor input: there is nothing to mix")
+    with pytest.raises(RuntimeError, match="must be an NPU tensor"):
+        op(tensors[0].to("npu"), *tensors[1:])  # the others stay on the CPU
+    if torch_npu.npu.device_count() < 2:
+        pytest.skip("one NPU: devices cannot be mixed")
+    with pytest.raises(RuntimeError, match="one NPU device"):
+        op(tensors[0].to("npu:0"), *[tensor.to("npu:1") for tensor in tensors[1:]])
+
+
+@pytest.mark.npu
+def test_npu_runs_on_the_inputs_device():
+    """Inputs on another NPU than the current one: the launch follows them there."""
+    torch_npu, op = _npu_op()
+    if torch_npu.npu.device_count() < 2:
+        pytest.skip("needs two NPUs")
+    inputs = [value.to("npu:1") if isinstance(value, torch.Tensor) else value
+              for value in _inputs(_first_case())]
+    torch_npu.npu.set_device(0)
+    with torch.no_grad():
+        expected = _flatten(_model("npu:1")(*inputs))
+        actual = _flatten(op(*_tensors(inputs)))
+    torch_npu.npu.synchronize(1)
+    assert all(tensor.device == inputs[0].device for tensor in actual)
     _assert_matches(actual, expected, inputs)
 
 

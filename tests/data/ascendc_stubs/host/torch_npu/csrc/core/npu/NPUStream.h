@@ -8,11 +8,19 @@
 
 namespace c10_npu {
 
+// Whether the last stream() call emptied torch_npu's task queue first (need_empty): a
+// launch on a stream taken with need_empty=false can overtake queued ops.
+inline bool& opbot_stream_emptied_queue()
+{
+    static bool emptied = false;
+    return emptied;
+}
+
 class NPUStream {
 public:
     aclrtStream stream(const bool need_empty = true) const
     {
-        (void)need_empty;
+        opbot_stream_emptied_queue() = need_empty;
         return nullptr;
     }
 };

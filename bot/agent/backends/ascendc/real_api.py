@@ -1,0 +1,76 @@
+"""The precheck's real-header stage: a draft's kernel type-checked with g++ against the real
+Ascend C devkit headers (runners/ascendc/realapi), its errors told to the model as a
+runner's compiler would tell them: file:line, the message, the real API's "did you mean".
+
+Skipped, with a note, where the real sources are absent or the checks are switched off
+(runners/ascendc/cpu_verify.py SWITCH); the draft then goes on as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bot.agent.package import write_files
+from runners.ascendc.cpu_verify import SWITCH, compiler_failure, switched_off
+from runners.sandbox import private_workdir
+
+_MAX_ERRORS = 5
+
+
+@dataclass(frozen=True)
+class RealApiPrecheck:
+    ok: bool
+    errors: tuple[str, ...] = ()
+    feedback: str = ""
+    note: str | None = None  # why it did not run, when it did not
+
+
+_cache: dict[str, RealApiPrecheck] = {}
+
+
+def _key(files: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        if name.endswith((".cpp", ".asc", ".h", ".json")):
+            digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()
+
+
+def real_api_precheck(files: Mapping[str, str]) -> RealApiPrecheck:
+    """Type-check the package's kernel; the same files are checked once per process."""
+    if switched_off():
+        return RealApiPrecheck(ok=True, note=f"switched off ({SWITCH}=0)")
+    key = _key(files)
+    if key not in _cache:
+        _cache[key] = _check(files)
+    return _cache[key]
+
+
+def _check(files: Mapping[str, str]) -> RealApiPrecheck:
+    from runners.ascendc.realapi.typecheck import typecheck_package
+
+    with private_workdir("opbot-realapi-") as work:
+        write_files(work, {name: text for name, text in files.items()
+                           if name.startswith("ascendc/")})
+        try:
+            result = typecheck_package(work / "ascendc")
+        except Exception as exc:  # noqa: BLE001 - a broken check must not stop the loop
+            return RealApiPrecheck(ok=True, note=f"the real-header check failed to run: "
+                                   f"{type(exc).__name__}: {exc}")
+    if result.skipped:
+        return RealApiPrecheck(ok=True, note=result.skipped)
+    if result.ok:
+        return RealApiPrecheck(ok=True)
+    failure = compiler_failure("the real Ascend C headers reject the kernel",
+                               list(result.diagnostics), result.log)
+    shown = list(failure.details.get("diagnostics") or [failure.message])[:_MAX_ERRORS]
+    lines = ["The kernel does not compile against the real Ascend C headers "
+             "(g++ -fsyntax-only, CPU-debug mode, the real devkit's API):"]
+    lines += [f"- {text}" for text in shown]
+    if failure.location is not None and failure.location.source_line:
+        lines.append(f"  first error's line: `{failure.location.source_line.strip()}`")
+    lines.append("Fix the first error first: the others often follow from it.")
+    return RealApiPrecheck(ok=False, errors=tuple(shown), feedback="\n".join(lines))
+

@@ -1,0 +1,33 @@
+"""Tensors in, tensors out: the CPU-model shim's operator body (runners/ascendc/cpu_verify.py).
+
+Runs inside the judge's candidate worker, which is already sandboxed, so the package's
+CPU twin starts as a plain child process there (bwrap cannot nest). The guard sees only
+`torch.ops.<namespace>.<op>`: what happens inside the operator is the package's work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+
+def run_tensors(package: str, program: str, tensors: list[torch.Tensor],
+                outputs: int) -> list[torch.Tensor]:
+    """The package's outputs for `tensors` (one dtype, one shape), shaped like the first."""
+    import numpy as np
+    import torch
+
+    from runners.ascendc.cpumodel import run_numpy
+
+    dtype = str(tensors[0].dtype).removeprefix("torch.")
+    arrays = [tensor.detach().contiguous().cpu().numpy().reshape(-1) for tensor in tensors]
+    results = run_numpy(Path(package), Path(program), dtype, arrays, sandboxed=False)
+    if len(results) != outputs:
+        raise RuntimeError(f"the CPU twin wrote {len(results)} outputs, the operator has "
+                           f"{outputs}")
+    shape = tensors[0].shape
+    return [torch.from_numpy(np.ascontiguousarray(result)).reshape(shape)
+            for result in results]

@@ -1,0 +1,141 @@
+"""One package's CPU program: its CPU twin (the driver main) and its kernel, compiled as
+C++ against the real devkit headers and linked with the CPU model library.
+
+The kernel is untrusted (a model wrote it), so g++ runs in opbot's sandbox; the package and
+the caches are only read there, the output folder is the only one written.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runners.ascendc.cpumodel.errors import CpuModelError
+from runners.ascendc.cpumodel.library import LINK_LIBS, prepare_library
+from runners.ascendc.package import PackageError, read_manifest
+from runners.ascendc.parsers.compiler import Diagnostic, parse_gnu_output
+from runners.ascendc.realapi.names import INTRINSICS
+from runners.sandbox import SandboxUnavailableError, child_environment, run_isolated
+
+PROGRAM_NAME = "cpu_model_program"
+LEGACY_TWIN = "cpu_twin.cpp"
+ASC_TWIN = "cpu_twin.asc"
+# g++ quotes names with typographic quotes (U+2018/U+2019), GNU ld with `...'.
+_OPEN, _CLOSE = "\u2018", "\u2019"
+# "undefined reference to `long vexp<half*, ...>(...)'": the generic declaration of an
+# intrinsic the model does not implement for these operands (library.py, opbot_cpumodel.h).
+_UNDEFINED = re.compile(r"undefined reference to [`'" + _OPEN + r"](?:[\w:<>*, ]+?\s)?"
+                        r"(?P<name>[A-Za-z_]\w*)(?=[<('" + _CLOSE + "])")
+# An intrinsic the realapi declarations lack, called from the devkit's own headers.
+_UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):\d+:\d+: error: (?:" + _OPEN
+                         + r"(?P<a>\w+)" + _CLOSE + " was not declared|there are no arguments to "
+                         + _OPEN + r"(?P<b>\w+)" + _CLOSE + ")", re.MULTILINE)
+_INTRINSIC_NAME = re.compile(r"^(?:v\w+|copy_\w+|set_\w+|get_\w+|conv_\w+|[a-z]+_[a-z0-9_]+)$")
+
+
+@dataclass
+class ProgramBuild:
+    """The outcome of building one package's CPU program."""
+
+    ok: bool
+    program: Path | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    log: str = ""
+    unsupported: list[str] = field(default_factory=list)  # intrinsics the model lacks
+    seconds: float = 0.0
+
+
+def unsupported_names(log: str) -> list[str]:
+    """The intrinsics a build failed on for want of CPU semantics, each once, first mention
+    first: undefined references to declared intrinsics, and intrinsics the devkit's headers
+    call that no declaration covers. A kernel's own undefined names are not listed."""
+    names: list[str] = []
+    for match in _UNDEFINED.finditer(log):
+        if match["name"] in INTRINSICS and match["name"] not in names:
+            names.append(match["name"])
+    for match in _UNDECLARED.finditer(log):
+        name = match["a"] or match["b"]
+        in_devkit = "/devkit/" in match["file"] or "/impl/" in match["file"]
+        if in_devkit and _INTRINSIC_NAME.match(name) and name not in names:
+            names.append(name)
+    return names
+
+
+def _package_folder(package: Path) -> Path:
+    """The ascendc/ folder holding opbot.json (given it or the op folder above it)."""
+    return package / "ascendc" if (package / "ascendc" / "opbot.json").is_file() else package
+
+
+def _sources(folder: Path) -> tuple[list[str], list[str]]:
+    """The g++ inputs for the package's generation: the legacy twin and kernel as two
+    translation units; the ASC twin, which includes its .asc kernel, as one, compiled as
+    C++ with the twin's OPBOT_CPU_MODEL driver (GmAlloc and ICPU_RUN_KF, no aclrt*).
+    Also the package's file names, for the diagnostics."""
+    try:
+        manifest = read_manifest(folder)
+    except (PackageError, OSError, ValueError, KeyError) as exc:
+        raise CpuModelError(f"{folder}: not an opbot Ascend C package: {exc}") from exc
+    kernel = folder / manifest.kernel
+    twin = folder / (LEGACY_TWIN if manifest.generation == "legacy" else ASC_TWIN)
+    for path in (twin, kernel):
+        if not path.is_file():
+            raise CpuModelError(f"{folder}: missing {path.name}")
+    names = [twin.name, kernel.name]
+    if manifest.generation == "legacy":
+        return [str(twin), str(kernel)], names
+    if "OPBOT_CPU_MODEL" not in twin.read_text(encoding="utf-8", errors="replace"):
+        raise CpuModelError(f"{folder}: its {ASC_TWIN} predates the CPU model's driver: "
+                            "regenerate the package")
+    return ["-x", "c++", "-DOPBOT_CPU_MODEL", str(twin), "-x", "none"], names
+
+
+def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600) -> ProgramBuild:
+    """Compile the package's twin and kernel into `out_dir`/cpu_model_program.
+
+    Raises CpuModelError when the model itself is unavailable (no real sources, library
+    build failure); a kernel that does not compile or link is a ProgramBuild with ok=False,
+    its diagnostics, and `unsupported` naming the intrinsics the model lacks.
+    """
+    started = time.monotonic()
+    folder = _package_folder(package.resolve())
+    sources, user_files = _sources(folder)
+    library = prepare_library()
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    program = out_dir / PROGRAM_NAME
+    program.unlink(missing_ok=True)
+    argv = ["g++", *library.compile_flags(), f"-I{folder}", *sources,
+            str(library.archive), *LINK_LIBS, "-o", str(program)]
+    returncode, log = _compile(argv, out_dir, [folder, *library.readable()], timeout_s)
+    ok = returncode == 0 and program.is_file()
+    report = parse_gnu_output(log, user_files=user_files)
+    unsupported = unsupported_names(log) if not ok else []
+    if unsupported:
+        log = log.rstrip("\n") + "\n" + "".join(
+            f"[opbot] unsupported: {name} (the CPU model has no semantics for this intrinsic)\n"
+            for name in unsupported)
+    return ProgramBuild(ok=ok, program=program if ok else None, diagnostics=report.diagnostics,
+                        log=log, unsupported=unsupported,
+                        seconds=round(time.monotonic() - started, 2))
+
+
+def _compile(argv: list[str], cwd: Path, readable: list[Path], timeout_s: float
+             ) -> tuple[int | None, str]:
+    """Run g++ sandboxed; (its exit status, None on timeout; the whole log)."""
+    logs = Path(tempfile.mkdtemp(prefix="opbot-cpumodel-build-"))
+    log_path = logs / "build.log"
+    try:
+        outcome = run_isolated(argv, cwd=cwd, timeout_s=timeout_s, log_path=log_path,
+                               env=child_environment(), readable=readable)
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+    except SandboxUnavailableError as exc:
+        raise CpuModelError(f"cannot compile the kernel in the sandbox: {exc}") from exc
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    if outcome.timed_out:
+        return None, log + f"\n[opbot] the CPU-model build timed out after {timeout_s:.0f} s\n"
+    return outcome.returncode, log

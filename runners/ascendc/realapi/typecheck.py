@@ -1,0 +1,349 @@
+"""Type-check an Ascend C kernel against the real devkit headers: g++ -fsyntax-only in the
+CPU-debug configuration, inside the sandbox (the kernel is untrusted: an `#include` of a
+secret would put it into the error text).
+
+The real headers reject what bisheng rejects in a kernel's own API use: unknown APIs (with
+g++'s "did you mean"), wrong parameter structs, dtype mismatches, a Cast without a round
+mode, a queue on a position that has no AllocTensor. The low-level intrinsics behind the API
+are declared loosely (standins.py), so their arguments are not checked; nor is the ASC host
+side (`<<<>>>`), which only bisheng parses: an asc package is checked by its kernel file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from runners.ascendc.package import MANIFEST, PackageError, read_manifest
+from runners.ascendc.parsers.compiler import Diagnostic, parse_compiler_output
+from runners.ascendc.realapi.sources import RealApi, RealApiUnavailable, prepare_real_api
+from runners.sandbox import (
+    SandboxUnavailableError,
+    private_workdir,
+    run_isolated,
+    sandbox_environment,
+)
+
+__all__ = ["Generation", "TypecheckResult", "gxx_command", "relocate_to_kernel",
+           "split_standin_gaps", "typecheck_package", "typecheck_source"]
+
+Generation = Literal["legacy", "asc"]
+
+# g++ stops after this many errors, which bounds the log. An error in a template counts once
+# per instantiation (a float and a half kernel: twice), so a few mistakes need ~30.
+MAX_ERRORS = 50
+LOG_LIMIT_CHARS = 60_000
+# What is copied from a kernel's folder into the private work folder (its own headers).
+_SOURCE_SUFFIXES = (".h", ".hpp", ".hh", ".inc", ".inl", ".cpp", ".cc", ".cxx", ".asc")
+_MAX_COPIED_FILES = 200
+_MAX_COPIED_BYTES = 2 * 1024 * 1024
+_SKIPPED_FOLDERS = frozenset({".git", "build", "out", "__pycache__", "node_modules"})
+# g++'s instantiation backtrace: "file:line:col:   required from ..." (and "from here").
+_REQUIRED_FROM = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+):\s+required from")
+_DIAG_HEAD = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: ")
+
+
+@dataclass
+class TypecheckResult:
+    """How the type-check went. `skipped` set: nothing was checked (ok is True then)."""
+
+    ok: bool
+    diagnostics: list[Diagnostic]
+    log: str
+    seconds: float
+    command: list[str]
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the check could not cover
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "diagnostics": [item.to_json() for item in self.diagnostics],
+                "log": self.log, "seconds": round(self.seconds, 3), "command": self.command,
+                "skipped": self.skipped, "notes": self.notes}
+
+
+def _skipped(reason: str) -> TypecheckResult:
+    return TypecheckResult(ok=True, diagnostics=[], log="", seconds=0.0, command=[],
+                           skipped=reason)
+
+
+def _failed(message: str, *, file: str | None = None, log: str = "", seconds: float = 0.0,
+            command: Sequence[str] = ()) -> TypecheckResult:
+    diagnostic = Diagnostic(severity="error", message=message, file=file, kind="tool",
+                            tool="g++")
+    return TypecheckResult(ok=False, diagnostics=[diagnostic], log=log or message,
+                           seconds=seconds, command=list(command))
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def gxx_command(compiler: str, api: RealApi, source: str,
+                include: Sequence[Path] = ()) -> list[str]:
+    """g++ as the CPU-debug build would compile the kernel, stopping after the type check.
+
+    `.asc` is C++ to g++ (-x c++); -w because only errors reject a kernel and the real
+    headers warn a lot; no line-number gutter, so the echoed source line and its caret read
+    as clang prints them (runners/ascendc/parsers/compiler.py).
+    """
+    command = [compiler, "-std=c++17", "-fsyntax-only", "-x", "c++", "-w",
+               "-fdiagnostics-color=never", "-fno-diagnostics-show-line-numbers",
+               f"-fmax-errors={MAX_ERRORS}"]
+    command += [f"-D{define}" for define in api.defines()]
+    # The real headers first: a kernel's folder holding a header named like one of them
+    # must not replace it. The kernel's own folder is searched first for "..." includes
+    # anyway.
+    command += [f"-I{folder}" for folder in api.include_dirs()]
+    command += [f"-I{folder}" for folder in include]
+    return [*command, source]
+
+
+# -- running it -----------------------------------------------------------------------------
+
+
+def typecheck_source(kernel: Path, *, generation: Generation, api: RealApi | None = None,
+                     include: Sequence[Path] = (), timeout_s: float = 180) -> TypecheckResult:
+    """Type-check one kernel source (`.cpp` legacy, `.asc` asc) against the real headers.
+
+    Never raises for a user problem: absent sources give a skipped result, a missing file,
+    a timeout or compiler errors give ok=False with diagnostics.
+    """
+    if generation not in ("legacy", "asc"):
+        return _failed(f"unknown toolchain generation {generation!r} (legacy or asc)")
+    if api is None:
+        try:
+            api = prepare_real_api()
+        except RealApiUnavailable as exc:
+            return _skipped(str(exc))
+    if not kernel.is_file():
+        return _failed(f"the kernel source {kernel} does not exist", file=kernel.name)
+    compiler = shutil.which("g++")
+    if compiler is None:
+        return _skipped("g++ is not installed (apt-get install g++): the real-header "
+                        "type-check needs it")
+    try:
+        return _run(kernel, compiler, api, [path.resolve() for path in include], timeout_s)
+    except OSError as exc:  # no room for the private work folder, say
+        return _failed(f"the type-check could not be set up: {exc}")
+
+
+def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
+         timeout_s: float) -> TypecheckResult:
+    with private_workdir("opbot-realapi-") as tmp:
+        work = tmp / "work"
+        work.mkdir()
+        # Only the kernel's folder (its own headers) goes in; the compiler runs on the copy,
+        # so what it names is the kernel's own relative path.
+        _copy_sources(kernel.parent, work)
+        # The kernel itself whatever its suffix; the caller named it (typecheck_package has
+        # checked that it resolves inside the package).
+        shutil.copyfile(kernel, work / kernel.name)
+        command = gxx_command(compiler, api, kernel.name, include)
+        try:
+            outcome = run_isolated(
+                command, cwd=work, timeout_s=timeout_s, log_path=tmp / "gxx.log",
+                # C locale: plain ASCII quotes in messages, as the parsers expect.
+                env=sandbox_environment(work, {"LC_ALL": "C", "LANG": "C"}),
+                readable=[api.root, *include])
+        except SandboxUnavailableError as exc:
+            return _skipped(f"the sandbox cannot start, and a kernel is compiled only "
+                            f"inside it: {exc}")
+        except OSError as exc:
+            return _failed(f"g++ could not be started in the sandbox: {exc}", command=command)
+        log = _read_log(tmp / "gxx.log") or outcome.log_tail
+    if outcome.timed_out:
+        return _failed(f"g++ did not finish the type check within {timeout_s:g} s (deep or "
+                       "endless template recursion in the kernel?); nothing was checked",
+                       file=kernel.name, log=log, seconds=outcome.seconds, command=command)
+    diagnostics, missing = split_standin_gaps(parse_compiler_output(log), api)
+    errors = [item for item in relocate_to_kernel(diagnostics, log, api)
+              if item.severity == "error"]
+    notes = [] if not missing else [
+        f"opbot's stand-in declarations lack the intrinsic(s) {', '.join(missing)}, which "
+        "the real headers call for this kernel: a gap in this check, not an error in the "
+        "kernel (add them to runners/ascendc/realapi/names.py)"]
+    if outcome.returncode != 0 and not errors and not missing:
+        reason = outcome.killed_because or outcome.signal_name or \
+            f"exit status {outcome.returncode}"
+        last = next((line for line in reversed(log.splitlines()) if line.strip()), "")
+        errors = [Diagnostic(severity="error", kind="tool", tool="g++",
+                             message=f"g++ failed ({reason}): {last[:300]}".rstrip(": "))]
+    return TypecheckResult(ok=not errors, diagnostics=errors, log=log,
+                           seconds=outcome.seconds, command=command, notes=notes)
+
+
+def _read_log(path: Path) -> str:
+    """The head of g++'s log (the first errors matter most), bounded. The log lies outside
+    the sandbox's writable folder, so it is ours, but it is still never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        data = os.read(fd, LOG_LIMIT_CHARS * 2)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > LOG_LIMIT_CHARS:
+        text = text[:LOG_LIMIT_CHARS] + "\n[... log cut ...]\n"
+    return text
+
+
+def _source_files(folder: Path) -> Iterator[Path]:
+    """The kernel folder's source files, no symlinks, no build trees, bounded."""
+    count = 0
+    for root, folders, files in os.walk(folder, followlinks=False):
+        folders[:] = sorted(name for name in folders if name not in _SKIPPED_FOLDERS)
+        for name in sorted(files):
+            path = Path(root) / name
+            if not name.endswith(_SOURCE_SUFFIXES):
+                continue
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_size <= _MAX_COPIED_BYTES:
+                yield path
+                count += 1
+                if count >= _MAX_COPIED_FILES:
+                    return
+
+
+def _copy_sources(folder: Path, work: Path) -> None:
+    for path in _source_files(folder):
+        target = work / path.relative_to(folder)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target, follow_symlinks=False)
+        except OSError:
+            continue  # unreadable: the compiler then says which include it misses
+
+
+# -- g++'s errors inside the real headers ---------------------------------------------------
+
+# An intrinsic the real headers call that our stub_fun.h does not declare (names.py).
+_UNDECLARED_INTRINSIC = re.compile(
+    r"^'(?P<name>[a-z_][a-z0-9_]*)' was not declared in this scope"
+    r"|^there are no arguments to '(?P<name2>[a-z_][a-z0-9_]*)' that depend on")
+
+
+def split_standin_gaps(diagnostics: list[Diagnostic],
+                       api: RealApi) -> tuple[list[Diagnostic], list[str]]:
+    """Errors that are ours, not the kernel's: a real header calling a low-level intrinsic
+    our stand-in does not declare. They are taken out (so a valid kernel is not rejected
+    for opbot's gap) and the names returned, to be reported as a gap in the check."""
+    kept: list[Diagnostic] = []
+    missing: list[str] = []
+    for diagnostic in diagnostics:
+        match = _UNDECLARED_INTRINSIC.search(diagnostic.message)
+        if match is None or diagnostic.file is None or \
+                not _in_real_headers(diagnostic.file, api):
+            kept.append(diagnostic)
+            continue
+        name = match["name"] or match["name2"]
+        if name not in missing:
+            missing.append(name)
+    return kept, sorted(missing)
+
+
+def relocate_to_kernel(diagnostics: list[Diagnostic], log: str,
+                       api: RealApi) -> list[Diagnostic]:
+    """An error g++ reports inside a real header (a static_assert in the API's
+    implementation, a call with the wrong argument types) is caused by a kernel line that
+    g++ names in its "required from" backtrace before the error. Point such an error at
+    that kernel line, the place to fix, and keep the header's location as a note."""
+    frames = _kernel_frames(log, api)
+    for diagnostic in diagnostics:
+        if diagnostic.file is None or diagnostic.line is None or \
+                not _in_real_headers(diagnostic.file, api):
+            continue
+        frame = frames.get((diagnostic.file, diagnostic.line, diagnostic.column))
+        if frame is None:
+            continue
+        header = Diagnostic(severity="note", message=f"reported inside the real Ascend C "
+                            f"headers: {diagnostic.message}", file=diagnostic.file,
+                            line=diagnostic.line, column=diagnostic.column,
+                            source_line=diagnostic.source_line)
+        diagnostic.file, diagnostic.line, diagnostic.column = frame
+        diagnostic.source_line = None
+        asserted = _failed_assertion(diagnostic)
+        if asserted is not None:
+            diagnostic.message = f"the real API's check fails: {asserted} ({diagnostic.message})"
+        diagnostic.notes.insert(0, header)
+    for diagnostic in diagnostics:
+        for item in (diagnostic, *diagnostic.notes):
+            if item.file is not None and _in_real_headers(item.file, api):
+                item.file = os.path.normpath(item.file)  # drop the headers' "../../"
+    return diagnostics
+
+
+def _failed_assertion(diagnostic: Diagnostic) -> str | None:
+    """The ASSERT(...) line of the API's implementation that stopped the constant
+    evaluation (a queue on GM, say): the clearest statement of what the kernel broke."""
+    for note in diagnostic.notes:
+        if "in expansion of macro 'ASSERT'" in note.message and note.source_line:
+            return note.source_line.strip().rstrip(";")
+    return None
+
+
+def _in_real_headers(file: str, api: RealApi) -> bool:
+    return file.startswith(str(api.root))
+
+
+def _kernel_frames(log: str, api: RealApi) -> dict[tuple[str, int, int | None],
+                                                    tuple[str, int, int]]:
+    """For each error line in a header: the kernel location of the outermost "required
+    from" frame printed before it (the kernel's own call), if any."""
+    found: dict[tuple[str, int, int | None], tuple[str, int, int]] = {}
+    pending: tuple[str, int, int] | None = None
+    for line in log.splitlines():
+        stripped = line.strip()
+        frame = _REQUIRED_FROM.match(stripped)
+        if frame is not None and not _in_real_headers(frame["file"], api):
+            # The last kernel frame before the error is the outermost: g++ prints the
+            # chain innermost first, ending with "required from here".
+            pending = (frame["file"], int(frame["line"]), int(frame["col"]))
+            continue
+        head = _DIAG_HEAD.match(stripped)
+        if head is not None:
+            if pending is not None and _in_real_headers(head["file"], api):
+                found.setdefault((head["file"], int(head["line"]), int(head["col"])),
+                                 pending)
+            pending = None
+    return found
+
+
+# -- packages -------------------------------------------------------------------------------
+
+
+def typecheck_package(folder: Path, *, timeout_s: float = 180) -> TypecheckResult:
+    """Type-check the kernel of an opbot Ascend C package (the op folder or its ascendc/
+    folder with opbot.json naming the kernel and its generation). For an asc package only
+    the kernel file is checked: its host side (`<<<>>>`) needs bisheng."""
+    try:
+        manifest = read_manifest(folder)
+    except (PackageError, OSError, ValueError, KeyError, TypeError) as exc:
+        return _failed(f"{folder} is not a readable opbot Ascend C package: {exc}")
+    package = folder / "ascendc" if (folder / "ascendc" / MANIFEST).is_file() else folder
+    kernel = package / manifest.kernel
+    try:
+        inside = kernel.resolve().is_relative_to(package.resolve())
+    except (OSError, RuntimeError):
+        inside = False
+    if not inside:
+        return _failed(f"{MANIFEST} names a kernel outside the package: {manifest.kernel!r}")
+    result = typecheck_source(kernel, generation=manifest.generation, timeout_s=timeout_s)
+    if manifest.generation == "asc" and result.skipped is None:
+        result.notes.append("asc package: the kernel file was checked; the host side "
+                            "(<<<>>> launches) needs bisheng")
+    return result
+

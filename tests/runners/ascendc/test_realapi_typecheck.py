@@ -1,0 +1,318 @@
+"""The real-header type-check (runners/ascendc/realapi): finding and preparing the real
+Ascend C sources, our stand-in headers, and g++ -fsyntax-only on kernels in the sandbox.
+
+The compile tests need the real sources (../shared/data/ascend-real beside the checkout, or
+OPBOT_ASCEND_REAL_API) and g++; without them they skip with the reason real_api_status()
+gives. Each compile takes ~4-10 s, so the broken-kernel checks share one compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runners.ascendc.parsers.compiler import Diagnostic
+from runners.ascendc.realapi.names import CHECKER_HOOKS, ENUMS, INTRINSICS, all_names
+from runners.ascendc.realapi.sources import (
+    ENV_VARIABLE,
+    RealApi,
+    RealApiUnavailable,
+    declarations_header,
+    prepare_real_api,
+    real_api_status,
+)
+from runners.ascendc.realapi.typecheck import (
+    TypecheckResult,
+    split_standin_gaps,
+    typecheck_package,
+    typecheck_source,
+)
+from runners.sandbox import sandbox_status
+from tests.support import DATA
+
+GOLDEN = DATA / "ascendc_golden"
+REPO = Path(__file__).resolve().parents[3]
+GOLDEN_RELU = GOLDEN / "legacy" / "relu" / "ascendc" / "relu_kernel.cpp"
+
+
+def _require_compiler() -> None:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed: the type-check compiles with it")
+    status = sandbox_status()
+    if not status.works:
+        pytest.skip(f"the sandbox cannot start here: {status.reason}")
+
+
+@pytest.fixture(scope="module")
+def real_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApi]:
+    """The real sources prepared once for this module, in a cache of its own."""
+    status = real_api_status()
+    if not status.available:
+        pytest.skip(f"the real Ascend C sources are not here: {status.reason}")
+    _require_compiler()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPBOT_CACHE_DIR", str(tmp_path_factory.mktemp("opbot-cache")))
+        yield prepare_real_api()
+
+
+def _errors(result: TypecheckResult) -> list[str]:
+    return [f"{item.location}: {item.message}" for item in result.diagnostics
+            if item.severity == "error"]
+
+
+def _variant(source: str, replacements: dict[str, str]) -> str:
+    for old, new in replacements.items():
+        assert old in source, old  # the golden changed: update the mutation
+        source = source.replace(old, new)
+    return source
+
+
+# -- the golden kernels -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("generation", ["legacy", "asc"])
+def test_every_golden_kernel_typechecks(real_api: RealApi, generation: str) -> None:
+    packages = sorted((GOLDEN / generation).glob("*/ascendc"))
+    assert {package.parent.name for package in packages} >= {"relu", "gelu", "add"}
+    for package in packages:
+        result = typecheck_package(package)
+        assert result.skipped is None, result.skipped
+        assert _errors(result) == [], (package, result.log[:2000])
+        assert result.ok
+        assert result.command[:3] == [result.command[0], "-std=c++17", "-fsyntax-only"]
+        assert 0 < result.seconds < 120
+        if generation == "asc":
+            assert any("host side" in note for note in result.notes)
+
+
+# -- what the real headers reject ---------------------------------------------------------------
+
+
+def test_api_misuse_is_rejected_with_located_errors(real_api: RealApi, tmp_path: Path) -> None:
+    """An API that does not exist, a TQue on GM (it has no AllocTensor) and a Cast without a
+    round mode, all in one kernel: each gives an error at the kernel's own line."""
+    broken = _variant(GOLDEN_RELU.read_text(encoding="utf-8"), {
+        "AscendC::Relu(y0, x0, count);": "AscendC::Addd(y0, x0, x0, count);",
+        "AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> inQueue0_;":
+            "AscendC::TQue<AscendC::QuePosition::GM, BUFFER_NUM> inQueue0_;",
+        "AscendC::Cast(wide, tile, AscendC::RoundMode::CAST_NONE, count);":
+            "AscendC::Cast(wide, tile, count);",
+    })
+    lines = broken.splitlines()
+    kernel = tmp_path / "broken_kernel.cpp"
+    kernel.write_text(broken, encoding="utf-8")
+
+    result = typecheck_source(kernel, generation="legacy", api=real_api)
+
+    assert not result.ok
+    assert result.skipped is None
+    by_message = {item.message: item for item in result.diagnostics}
+
+    addd = next(item for message, item in by_message.items() if "'Addd'" in message)
+    assert addd.file == "broken_kernel.cpp"
+    assert addd.line is not None
+    assert "Addd" in lines[addd.line - 1]
+    assert addd.suggestion is not None
+    assert addd.suggestion.startswith("Add")
+
+    alloc = next(item for message, item in by_message.items() if "AllocTensor" in message)
+    assert "TPosition::GM" in alloc.message
+    assert alloc.file == "broken_kernel.cpp"
+    # The real API's own assertion, reported in a header, lands on the kernel's TQue line.
+    asserted = next(item for message, item in by_message.items()
+                    if "the real API's check fails" in message)
+    assert asserted.file == "broken_kernel.cpp"
+    assert asserted.line is not None
+    assert "QuePosition::GM" in lines[asserted.line - 1]
+    assert asserted.notes
+    assert asserted.notes[0].file is not None
+    assert asserted.notes[0].file.startswith(str(real_api.root))
+    assert ".." not in asserted.notes[0].file
+
+    cast = next(item for message, item in by_message.items()
+                if "no matching function" in message and "Cast" in message)
+    assert cast.file == "broken_kernel.cpp"
+    assert cast.line is not None
+    assert "Cast(wide, tile, count)" in lines[cast.line - 1]
+    assert cast.source_line is not None
+    assert "Cast" in cast.source_line
+
+
+def test_a_hostile_include_reads_nothing_outside_the_sandbox(real_api: RealApi,
+                                                             tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("opbot-secret-4f1d9c: do not print me\n", encoding="utf-8")
+    folder = tmp_path / "kernel"
+    folder.mkdir()
+    (folder / "evil_kernel.cpp").write_text(
+        f'#include "{secret}"\n#include "../secret.txt"\n' + GOLDEN_RELU.read_text("utf-8"),
+        encoding="utf-8")
+
+    result = typecheck_source(folder / "evil_kernel.cpp", generation="legacy", api=real_api)
+
+    assert not result.ok
+    shown = result.log + json.dumps(result.to_json())
+    assert "opbot-secret-4f1d9c" not in shown
+    assert "do not print me" not in shown
+    assert any("No such file" in item.message for item in result.diagnostics)
+
+
+def test_a_timeout_is_a_result(real_api: RealApi) -> None:
+    result = typecheck_source(GOLDEN_RELU, generation="legacy", api=real_api, timeout_s=0.2)
+    assert not result.ok
+    assert result.skipped is None
+    assert "did not finish" in result.diagnostics[0].message
+
+
+def test_not_a_package_and_a_kernel_outside_it_are_results(tmp_path: Path) -> None:
+    result = typecheck_package(tmp_path)
+    assert not result.ok
+    assert "not a readable opbot Ascend C package" in \
+        result.diagnostics[0].message
+
+    manifest = json.loads((GOLDEN / "legacy" / "relu" / "ascendc" / "opbot.json").read_text())
+    manifest["kernel"] = "../outside.cpp"
+    package = tmp_path / "op" / "ascendc"
+    package.mkdir(parents=True)
+    (package / "opbot.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (tmp_path / "op" / "outside.cpp").write_text("int x;\n", encoding="utf-8")
+    result = typecheck_package(tmp_path / "op")
+    assert not result.ok
+    assert "outside the package" in result.diagnostics[0].message
+
+    missing = typecheck_source(tmp_path / "nope.cpp", generation="legacy",
+                               api=RealApi(tmp_path, tmp_path, tmp_path, tmp_path, "a", "b"))
+    assert not missing.ok
+    assert "does not exist" in missing.diagnostics[0].message
+
+
+# -- where the sources come from ------------------------------------------------------------
+
+
+def test_status_without_sources_and_a_skipped_check(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(ENV_VARIABLE, str(empty))
+    status = real_api_status()
+    assert not status.available
+    assert status.reason is not None
+    assert "asc-devkit-<commit>.tar.xz" in status.reason
+    assert str(empty) in status.reason
+    assert status.source == f"{empty} (env {ENV_VARIABLE})"
+    assert set(status.to_json()) == {"available", "reason", "source", "devkit_commit",
+                                     "tools_commit"}
+    with pytest.raises(RealApiUnavailable, match="asc-tools"):
+        prepare_real_api()
+    skipped = typecheck_source(GOLDEN_RELU, generation="legacy")
+    assert skipped.ok
+    assert skipped.skipped == status.reason
+    assert skipped.command == []
+    assert typecheck_package(GOLDEN / "asc" / "relu").skipped == status.reason
+
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path / "absent"))
+    assert "is not a folder" in (real_api_status().reason or "")
+
+
+def test_status_names_the_commits_and_where_they_come_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_VARIABLE, raising=False)
+    status = real_api_status()
+    if not status.available:
+        pytest.skip(f"the real Ascend C sources are not here: {status.reason}")
+    assert status.reason is None
+    assert status.source is not None
+    folder = Path(status.source.rsplit(" (", 1)[0])
+    assert status.devkit_commit is not None
+    assert status.tools_commit is not None
+    assert (folder / f"asc-devkit-{status.devkit_commit}.tar.xz").is_file() or \
+        any(folder.glob("asc-devkit*"))
+    if folder.resolve() == (REPO.parent / "shared" / "data" / "ascend-real").resolve():
+        assert status.source.endswith("(beside the checkout)")
+
+
+def test_two_processes_preparing_at_once_leave_one_valid_cache(tmp_path: Path) -> None:
+    if not real_api_status().available:
+        pytest.skip(f"the real Ascend C sources are not here: {real_api_status().reason}")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "OPBOT_CACHE_DIR": str(cache)}
+    code = ("import json; from runners.ascendc.realapi.sources import prepare_real_api; "
+            "api = prepare_real_api(); print(json.dumps([str(api.root), "
+            "[str(p) for p in api.include_dirs()]]))")
+    children = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    outputs = [child.communicate(timeout=300) for child in children]
+    assert [child.returncode for child in children] == [0, 0], [err for _, err in outputs]
+    roots = {json.loads(out)[0] for out, _ in outputs}
+    assert len(roots) == 1
+    root = Path(roots.pop())
+    assert sorted(entry.name for entry in root.parent.iterdir()) == [root.name]
+    for folder in json.loads(outputs[0][0])[1]:
+        assert Path(folder).is_dir(), folder
+    generated = root / "generated"
+    assert (generated / "kernel_tiling" / "kernel_tiling.h").stat().st_size > 10_000
+    assert (generated / "stub_fun.h").read_text() == declarations_header()
+    assert (root / "devkit" / "include" / "kernel_operator.h").is_file()
+    assert (root / "tools" / "include" / "stub_def.h").is_file()
+
+
+# -- our stub_fun.h ---------------------------------------------------------------------------
+
+
+def test_the_declarations_header_names_and_exclusions(tmp_path: Path) -> None:
+    names = all_names()
+    assert len(names) == len(set(names)) >= 360
+    assert len(INTRINSICS) + len(CHECKER_HOOKS) > 250
+    for name in ("copy_gm_to_ubuf_align_b32", "vadd", "vconv_f322f16", "set_flag",
+                 "wait_flag", "pipe_barrier", "set_vector_mask", "AscendCBufAlloc"):
+        assert name in names
+    assert {"pipe_t", "event_t", "QuantMode_t", "Order_t"} <= set(ENUMS)
+
+    text = declarations_header()
+    assert "int64_t vadd(Args...);" in text
+    assert "enum pipe_t" in text
+    trimmed = declarations_header(frozenset({"vadd", "pipe_t"}))
+    assert "vadd(" not in trimmed
+    assert "enum pipe_t" not in trimmed
+    assert "vsub(" in trimmed
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    # A CPU model defines some names itself, before the header or with them excluded.
+    (tmp_path / "stub_fun.h").write_text(text, encoding="utf-8")
+    (tmp_path / "model.cpp").write_text(
+        "#define OPBOT_REALAPI_HAVE_vmul\n"
+        "#include \"stub_fun.h\"\n"
+        "void vmul(float* d, const float* a, const float* b) { *d = *a * *b; }\n"
+        "int main() { float x = 1; vmul(&x, &x, &x); set_flag(PIPE_V, PIPE_S, EVENT_ID0);\n"
+        "  return static_cast<int>(pipe_t::PIPE_MTE2) + get_block_idx(); }\n",
+        encoding="utf-8")
+    done = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "model.cpp"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_gap_in_our_declarations_is_not_blamed_on_the_kernel(tmp_path: Path) -> None:
+    api = RealApi(tmp_path, tmp_path / "devkit", tmp_path / "tools", tmp_path / "generated",
+                  "a", "b")
+    header = str(tmp_path / "devkit" / "impl" / "basic_api" / "x_impl.h")
+    diagnostics = [
+        Diagnostic(severity="error", message="'vnewop' was not declared in this scope",
+                   file=header, line=3, column=5),
+        Diagnostic(severity="error", message="there are no arguments to 'vnewop' that depend "
+                   "on a template parameter, so a declaration of 'vnewop' must be available",
+                   file=header, line=9, column=5),
+        Diagnostic(severity="error", message="'vmyop' was not declared in this scope",
+                   file="my_kernel.cpp", line=12, column=3),
+    ]
+    kept, missing = split_standin_gaps(diagnostics, api)
+    assert missing == ["vnewop"]
+    assert [item.file for item in kept] == ["my_kernel.cpp"]
