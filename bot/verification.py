@@ -8,6 +8,7 @@ from pathlib import Path
 from bot.agent.backends import get_backend
 from bot.errors import BackendUnavailableError, BadInputError
 from bot.spec import load_spec, write_reference
+from runners.ascendc.cpu_verify import ENVIRONMENT
 from runners.base import VerifyResult
 from runners.sandbox import private_workdir
 
@@ -33,6 +34,10 @@ def verify_candidate(ref: Path, impl: Path, *, backend: str = "triton",
         request = spec.to_request(candidate.resolve(), backend=agent.name,
                                   reference_file=reference.resolve(), timeout_s=timeout_s)
         result = runner.verify(replace(request, seed=seed))
+    broken = [item for item in result.reasons if item.check == ENVIRONMENT]
+    if broken:  # this machine's fault, not the candidate's: exit 2, as when unavailable
+        raise BackendUnavailableError(f"the {agent.name} backend cannot run here: "
+                                      f"{broken[0].message} (see `opbot doctor`)")
     _raise_for_reference(ref, result)
     return result
 

@@ -24,6 +24,7 @@ import errno
 import glob
 import json
 import os
+import pwd
 import re
 import resource
 import select
@@ -338,9 +339,18 @@ def _device_nodes(policy: SandboxPolicy) -> list[str]:
     return sorted(nodes | set(policy.extra_devices))
 
 
-def _credential_masks(home: str | None) -> list[str]:
+def _homes() -> list[str]:
+    """$HOME and the account's home from the password database: an unset (or changed) HOME
+    must not leave the real home's credentials unmasked."""
+    homes = [os.environ.get("HOME") or ""]
+    with contextlib.suppress(KeyError, OSError):
+        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
+    return list(dict.fromkeys(home for home in homes if home and home != "/"))
+
+
+def _credential_masks(homes: Sequence[str]) -> list[str]:
     masks: list[str] = []
-    paths = [Path(home) / relative for relative in _CREDENTIAL_PATHS] if home else []
+    paths = [Path(home) / relative for home in homes for relative in _CREDENTIAL_PATHS]
     # Never over the interpreter itself (a venv may live anywhere).
     python_dirs = (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                    Path(sys.executable).resolve().parent)
@@ -401,7 +411,7 @@ def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: S
         command += ["--ro-bind", path, path]
     for node in _device_nodes(policy):
         command += ["--dev-bind", node, node]
-    command += _credential_masks(os.environ.get("HOME"))
+    command += _credential_masks(_homes())
     command += _checkout_git_masks()
     command += ["--bind", work, work, "--chdir", work, "--clearenv"]
     for name, value in sorted(env.items()):

@@ -42,3 +42,16 @@ def reference_source(forward: str, inputs: str, prelude: str = "") -> str:
             f"    def forward(self, x):\n        return {forward}\n\n\n"
             f"def get_inputs():\n    return [{inputs}]\n\n\n"
             "def get_init_inputs():\n    return []\n")
+
+
+def require_cpu_model() -> None:
+    """Skip, with the reason, where the Ascend C CPU model cannot run (no real sources)."""
+    import pytest
+
+    from runners.ascendc.cpu_verify import SWITCH, cpu_model_availability
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SWITCH, "1")
+        availability = cpu_model_availability()
+    if not availability.available:
+        pytest.skip(f"no CPU model here: {availability.reason}")

@@ -33,7 +33,11 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from runners.ascendc.cpu_verify import cpu_model_availability, verify_on_cpu_model
+from runners.ascendc.cpu_verify import (
+    cpu_model_availability,
+    package_problems,
+    verify_on_cpu_model,
+)
 from runners.ascendc.detect import CannInfo, detect_cann, detect_soc, generation_support
 from runners.ascendc.lint import feedback, lint_package
 from runners.ascendc.package import (
@@ -243,6 +247,14 @@ class AscendCBackend:
             manifest = read_manifest(folder)
         except (PackageError, OSError, ValueError, KeyError) as exc:
             return _failed("load", str(exc), device=device)
+        try:  # before the lint reads the files: a 200 MB "kernel" stops here
+            problem = package_problems(folder, manifest)
+        except OSError as exc:
+            return _failed("load", f"cannot read the package: {exc}", device=device)
+        if problem is not None:
+            return VerifyResult.failed(problem, stages=[StageResult(
+                "load" if problem.check == "load" else "build", False, 0.0,
+                problem.message[:300])], device=device)
         warnings = [item.render() for item in lint_package(_package_files(folder))]
         return verify_on_cpu_model(request, folder, manifest, judge=self._judge,
                                    device=device, warnings=warnings)

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     import torch
 
 
-def run_tensors(package: str, program: str, tensors: list[torch.Tensor],
-                outputs: int) -> list[torch.Tensor]:
+def run_tensors(package: str, program: str, tensors: list[torch.Tensor], outputs: int,
+                cores: int) -> list[torch.Tensor]:
     """The package's outputs for `tensors` (one dtype, one shape), shaped like the first."""
     import numpy as np
     import torch
@@ -24,7 +24,7 @@ def run_tensors(package: str, program: str, tensors: list[torch.Tensor],
 
     dtype = str(tensors[0].dtype).removeprefix("torch.")
     arrays = [tensor.detach().contiguous().cpu().numpy().reshape(-1) for tensor in tensors]
-    results = run_numpy(Path(package), Path(program), dtype, arrays, sandboxed=False)
+    results = run_numpy(Path(package), Path(program), dtype, arrays, cores, sandboxed=False)
     if len(results) != outputs:
         raise RuntimeError(f"the CPU twin wrote {len(results)} outputs, the operator has "
                            f"{outputs}")

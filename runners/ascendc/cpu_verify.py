@@ -25,8 +25,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from runners.ascendc.package import Manifest
+from runners.ascendc.package import (
+    Manifest,
+    PackageError,
+    kernel_file_name,
+    make_names,
+    render_twin,
+)
 from runners.ascendc.parsers.common import excerpt_log
+from runners.ascendc.source_rules import MAX_SOURCE_BYTES, source_problems
 from runners.base import (
     Availability,
     Failure,
@@ -42,6 +49,7 @@ Judge = Callable[[VerifyRequest], VerifyResult]
 SWITCH = "OPBOT_ASCENDC_REAL_CHECKS"
 DEVICE_PREFIX = "cpu-model"
 CPU_SHIM_NAME = "opbot_cpu_candidate.py"
+ENVIRONMENT = "environment"  # a failure of this machine, not of the package
 
 
 def device_label(devkit_commit: str | None, tools_commit: str | None) -> str:
@@ -138,13 +146,25 @@ def typecheck_stage(folder: Path) -> tuple[StageResult, Failure | None, str | No
 
 def cpu_shim_source(manifest: Manifest, package: Path, program: Path) -> str:
     """The shim: torch.ops.<namespace>.<op> on CPU tensors runs the package's CPU twin."""
-    arguments = ", ".join(f"Tensor {name}" for name in manifest.inputs)
+    names = make_names(manifest.op, manifest.inputs, manifest.outputs)  # identifiers only
+    arguments = ", ".join(f"Tensor {name}" for name in names.inputs)
     returns = "Tensor" if manifest.outputs == 1 else \
         "(" + ", ".join(["Tensor"] * manifest.outputs) + ")"
     return _CPU_SHIM.format(namespace=manifest.namespace, op=manifest.op,
                             schema=f"{manifest.op}({arguments}) -> {returns}",
                             package=str(package.resolve()), program=str(program.resolve()),
-                            outputs=manifest.outputs)
+                            outputs=manifest.outputs, cores=vector_cores(manifest.soc))
+
+
+# Vector cores (AIV) per SoC: the blocks a launch really gets, so a kernel that handles
+# only the first few blocks fails here as it would on the device.
+_VECTOR_CORES = {"Ascend910B1": 48, "Ascend910B2": 48, "Ascend910B2C": 48,
+                 "Ascend910B3": 40, "Ascend910B4": 40, "Ascend910B4-1": 40}
+_DEFAULT_VECTOR_CORES = 40
+
+
+def vector_cores(soc: str) -> int:
+    return _VECTOR_CORES.get(soc, _DEFAULT_VECTOR_CORES)
 
 
 _CPU_SHIM = '''"""opbot's CPU-model shim (generated): torch.ops.{namespace}.{op} runs the package's
@@ -162,7 +182,7 @@ _LIBRARY.define({schema!r})
 
 
 def _on_cpu_model(*tensors):
-    outputs = run_tensors({package!r}, {program!r}, list(tensors), {outputs!r})
+    outputs = run_tensors({package!r}, {program!r}, list(tensors), {outputs!r}, {cores!r})
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -198,18 +218,62 @@ def _result(status_reasons: list[Failure], stages: list[StageResult], device: st
                         warnings=warnings)
 
 
+def compiled_sources(folder: Path, manifest: Manifest) -> dict[str, str]:
+    """The package files the CPU model compiles: its kernel and its headers (not op.cpp,
+    the NPU binding, nor the twin: opbot renders its own)."""
+    names = {manifest.kernel, *(path.name for path in folder.glob("*.h"))}
+    return {name: (folder / name).read_text(encoding="utf-8", errors="replace")
+            for name in sorted(names) if (folder / name).is_file()
+            and not (folder / name).is_symlink()}
+
+
+def package_problems(folder: Path, manifest: Manifest) -> Failure | None:
+    """What makes a package unfit for the CPU model before anything compiles: a manifest
+    that names another kernel than the one the package builds, sources that are host code."""
+    expected = kernel_file_name(manifest.op, manifest.generation)
+    if manifest.kernel != expected:
+        return Failure(check="load", message=f"opbot.json names the kernel "
+                       f"{manifest.kernel!r}, but the package builds {expected!r} (its "
+                       f"CMakeLists.txt): the kernel checked must be the kernel shipped")
+    if manifest.namespace != f"opbot_{manifest.op}":
+        return Failure(check="load", message=f"opbot.json's namespace must be "
+                       f"opbot_{manifest.op}, not {manifest.namespace!r}")
+    oversized = [path.name for path in folder.rglob("*") if path.is_file()
+                 and not path.is_symlink() and path.stat().st_size > MAX_SOURCE_BYTES]
+    if oversized:
+        return Failure(check="load", message=f"{', '.join(sorted(oversized)[:5])}: larger "
+                       f"than {MAX_SOURCE_BYTES} bytes; a package's sources are a few "
+                       "hundred lines")
+    problems = source_problems(compiled_sources(folder, manifest))
+    if not problems:
+        return None
+    first = problems[0]
+    return Failure(check="build", message=f"the kernel is not Ascend C an NPU can run: "
+                   f"{first.render()}", location=SourceLocation(first.file, first.line),
+                   details={"problems": [item.render() for item in problems[:10]]})
+
+
 def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest, *,
                         judge: Judge, device: str, warnings: list[str]) -> VerifyResult:
     """Type-check, build on the CPU model, and judge; never raises."""
     stages: list[StageResult] = []
+    try:
+        problem = package_problems(folder, manifest)
+    except OSError as exc:
+        problem = Failure(check="load", message=f"cannot read the package: {exc}")
+    if problem is not None:
+        stages.append(StageResult("load" if problem.check == "load" else "build", False, 0.0,
+                                  problem.message[:300]))
+        return _result([problem], stages, device, warnings)
     try:
         stage, failure, note = typecheck_stage(folder)
     except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
         return _result([Failure(check="crash", message=f"the real-API type-check failed: "
                                 f"{type(exc).__name__}: {exc}")], stages, device, warnings)
     stages.append(stage)
-    if note:
-        warnings = [*warnings, f"not type-checked against the real headers: {note}"]
+    if note:  # the sources were there a moment ago (availability): they are unusable now
+        return _result([Failure(check=ENVIRONMENT, message=f"the real Ascend C sources "
+                                f"cannot be used here: {note}")], stages, device, warnings)
     if failure is not None:
         return _result([failure], stages, device, warnings)
     # The program lives in a folder of opbot's own, never in the package: a package may
@@ -220,7 +284,7 @@ def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest
             return _result([built], stages, device, warnings)
         try:
             shim = write_cpu_shim(manifest, folder, built)
-        except OSError as exc:
+        except (OSError, PackageError) as exc:
             return _result([Failure(check="load", message=f"cannot write the candidate that "
                                     f"calls the operator: {exc}")], stages, device, warnings)
         judged_request = replace(request, candidate=shim, backend="ascendc",
@@ -242,12 +306,21 @@ def _build(folder: Path, manifest: Manifest, stages: list[StageResult],
            work: Path) -> Path | Failure:
     """The package's CPU twin built on the CPU model into `work`: the program, or why not."""
     from runners.ascendc.cpumodel import CpuModelError, build_program
+    from runners.ascendc.cpumodel.program import ASC_TWIN, LEGACY_TWIN
 
     try:
-        built = build_program(folder, work / "program")
+        twin = work / "twin" / (LEGACY_TWIN if manifest.generation == "legacy" else ASC_TWIN)
+        twin.parent.mkdir()
+        twin.write_text(render_twin(manifest.generation, sorted(manifest.entries),
+                                    make_names(manifest.op, manifest.inputs,
+                                               manifest.outputs)), encoding="utf-8")
+        built = build_program(folder, work / "program", twin=twin)
+    except (PackageError, KeyError) as exc:
+        stages.append(StageResult("build", False, 0.0, "CPU model"))
+        return Failure(check="load", message=f"cannot make the CPU twin: {exc}")
     except CpuModelError as exc:
         stages.append(StageResult("build", False, 0.0, "CPU model"))
-        return Failure(check="build", message=f"the CPU model cannot be built here: {exc}")
+        return Failure(check=ENVIRONMENT, message=f"the CPU model cannot be built here: {exc}")
     except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
         stages.append(StageResult("build", False, 0.0, "CPU model"))
         return Failure(check="crash", message=f"building on the CPU model failed: "

@@ -495,16 +495,21 @@ def _twin_asc(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
 
 
 def render_cpu_twin(request: PackageRequest, names: Names) -> str:
+    return render_twin(request.generation, request.dtypes, names)
+
+
+def render_twin(generation: Generation, dtypes: Sequence[str], names: Names) -> str:
+    """The CPU twin's source; the CPU model renders its own from the manifest's facts, so a
+    package's twin (a file anyone can edit) never decides what runs there."""
     _, _, usage = _twin_files(names)
-    sizes = _lines([line for dtype in request.dtypes for line in (
+    sizes = _lines([line for dtype in dtypes for line in (
         f'if (std::strcmp(dtype, "{dtype}") == 0) {{',
         f"    return {KERNEL_DTYPES[dtype].size};", "}")], 4)
-    common = {"op": names.op, "dtype_choices": "|".join(request.dtypes), "file_args": usage,
+    common = {"op": names.op, "dtype_choices": "|".join(dtypes), "file_args": usage,
               "num_files": len(names.inputs) + len(names.outputs), "dtype_sizes": sizes}
-    if request.generation == "legacy":
-        return render_template("cpu_twin.legacy.cpp.in",
-                               {**common, **_twin_legacy(names, request.dtypes)})
-    return render_template("cpu_twin.asc.in", {**common, **_twin_asc(names, request.dtypes)})
+    if generation == "legacy":
+        return render_template("cpu_twin.legacy.cpp.in", {**common, **_twin_legacy(names, dtypes)})
+    return render_template("cpu_twin.asc.in", {**common, **_twin_asc(names, dtypes)})
 
 
 def render_cmake(request: PackageRequest, names: Names) -> str:
@@ -799,6 +804,21 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Manifest:
+        """The manifest from its JSON; PackageError naming what is wrong, whatever it holds."""
+        if not isinstance(data, Mapping):
+            raise PackageError(f"{MANIFEST}: a JSON object is expected, not "
+                               f"{type(data).__name__}")
+        try:
+            return cls._from_mapping(data)
+        except KeyError as exc:
+            raise PackageError(f"{MANIFEST}: the field {exc} is missing") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise PackageError(f"{MANIFEST}: a field has the wrong type ({exc}); entries is "
+                               "an object of dtype -> kernel name, inputs a list of names, "
+                               "outputs and compute_slots integers") from None
+
+    @classmethod
+    def _from_mapping(cls, data: Mapping[str, Any]) -> Manifest:
         generation = str(data["generation"])
         if generation not in GENERATIONS:
             raise PackageError(f"{MANIFEST}: unknown generation {generation!r}")
@@ -860,5 +880,9 @@ def read_manifest(package: Path) -> Manifest:
     """The manifest of an op folder or of its ascendc/ folder."""
     for candidate in (package / "ascendc" / MANIFEST, package / MANIFEST):
         if candidate.is_file():
-            return Manifest.from_json(json.loads(candidate.read_text(encoding="utf-8")))
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise PackageError(f"{candidate.name}: not valid JSON: {exc}") from None
+            return Manifest.from_json(data)
     raise PackageError(f"{package}: no ascendc/{MANIFEST} (not an opbot Ascend C package)")

@@ -70,7 +70,7 @@ def _package_folder(package: Path) -> Path:
     return package / "ascendc" if (package / "ascendc" / "opbot.json").is_file() else package
 
 
-def _sources(folder: Path) -> tuple[list[str], list[str]]:
+def _sources(folder: Path, own_twin: Path | None = None) -> tuple[list[str], list[str]]:
     """The g++ inputs for the package's generation: the legacy twin and kernel as two
     translation units; the ASC twin, which includes its .asc kernel, as one, compiled as
     C++ with the twin's OPBOT_CPU_MODEL driver (GmAlloc and ICPU_RUN_KF, no aclrt*).
@@ -80,7 +80,7 @@ def _sources(folder: Path) -> tuple[list[str], list[str]]:
     except (PackageError, OSError, ValueError, KeyError) as exc:
         raise CpuModelError(f"{folder}: not an opbot Ascend C package: {exc}") from exc
     kernel = folder / manifest.kernel
-    twin = folder / (LEGACY_TWIN if manifest.generation == "legacy" else ASC_TWIN)
+    twin = own_twin or folder / (LEGACY_TWIN if manifest.generation == "legacy" else ASC_TWIN)
     for path in (twin, kernel):
         if not path.is_file():
             raise CpuModelError(f"{folder}: missing {path.name}")
@@ -93,16 +93,19 @@ def _sources(folder: Path) -> tuple[list[str], list[str]]:
     return ["-x", "c++", "-DOPBOT_CPU_MODEL", str(twin), "-x", "none"], names
 
 
-def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600) -> ProgramBuild:
+def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
+                  twin: Path | None = None) -> ProgramBuild:
     """Compile the package's twin and kernel into `out_dir`/cpu_model_program.
 
+    `twin`: the CPU twin to build instead of the package's own (the verifier renders one
+    from the manifest: a package's twin could compute the outputs itself).
     Raises CpuModelError when the model itself is unavailable (no real sources, library
     build failure); a kernel that does not compile or link is a ProgramBuild with ok=False,
     its diagnostics, and `unsupported` naming the intrinsics the model lacks.
     """
     started = time.monotonic()
     folder = _package_folder(package.resolve())
-    sources, user_files = _sources(folder)
+    sources, user_files = _sources(folder, twin)
     library = prepare_library()
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -110,7 +113,8 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600) -> Pr
     program.unlink(missing_ok=True)
     argv = ["g++", *library.compile_flags(), f"-I{folder}", *sources,
             str(library.archive), *LINK_LIBS, "-o", str(program)]
-    returncode, log = _compile(argv, out_dir, [folder, *library.readable()], timeout_s)
+    readable = [folder, *library.readable(), *([twin.parent] if twin is not None else [])]
+    returncode, log = _compile(argv, out_dir, readable, timeout_s)
     ok = returncode == 0 and program.is_file()
     report = parse_gnu_output(log, user_files=user_files)
     unsupported = unsupported_names(log) if not ok else []

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import DATA, EXAMPLES, run_opbot
+from tests.support import DATA, EXAMPLES, require_cpu_model, run_opbot
 
 ON = {"OPBOT_ASCENDC_REAL_CHECKS": "1"}
 GOLDEN_GELU = DATA / "ascendc_golden" / "legacy" / "gelu"
@@ -25,13 +25,7 @@ GOLDEN_GELU = DATA / "ascendc_golden" / "legacy" / "gelu"
 
 @pytest.fixture(scope="module", autouse=True)
 def _cpu_model_here() -> None:
-    from runners.ascendc.cpu_verify import cpu_model_availability
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPBOT_ASCENDC_REAL_CHECKS", "1")
-        availability = cpu_model_availability()
-    if not availability.available:
-        pytest.skip(f"no CPU model here: {availability.reason}")
+    require_cpu_model()
 
 
 def _json(stdout: str) -> dict[str, Any]:

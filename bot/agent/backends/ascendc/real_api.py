@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from bot.agent.package import write_files
 from runners.ascendc.cpu_verify import SWITCH, compiler_failure, switched_off
+from runners.ascendc.source_rules import source_problems
 from runners.sandbox import private_workdir
 
 _MAX_ERRORS = 5
@@ -42,6 +43,15 @@ def real_api_precheck(files: Mapping[str, str]) -> RealApiPrecheck:
     """Type-check the package's kernel; the same files are checked once per process."""
     if switched_off():
         return RealApiPrecheck(ok=True, note=f"switched off ({SWITCH}=0)")
+    problems = source_problems({name.removeprefix("ascendc/"): text
+                                for name, text in files.items()
+                                if name.startswith("ascendc/") and "/" not in name[8:]
+                                and name.endswith((".cpp", ".asc", ".h"))
+                                and not name.endswith(("op.cpp", "cpu_twin.cpp", "cpu_twin.asc"))})
+    if problems:
+        shown = tuple(item.render() for item in problems[:_MAX_ERRORS])
+        return RealApiPrecheck(ok=False, errors=shown, feedback="\n".join(
+            ["The kernel is not Ascend C an NPU can run:", *(f"- {text}" for text in shown)]))
     key = _key(files)
     if key not in _cache:
         _cache[key] = _check(files)
