@@ -134,6 +134,9 @@ def resolve_package(candidate: Path) -> Path:
                        "package; write one with runners.ascendc.package)")
 
 
+_LINT_MAX_BYTES = 4 * 1024 * 1024  # a link or a huge file is not read into memory for the lint
+
+
 def _package_files(folder: Path) -> dict[str, str]:
     """The package's sources (not what builds and profiles left next to them)."""
     files: dict[str, str] = {}
@@ -141,7 +144,8 @@ def _package_files(folder: Path) -> dict[str, str]:
         relative = path.relative_to(folder)
         if any(part.startswith(("build", "prof")) for part in relative.parts[:-1]):
             continue
-        if path.is_file() and path.suffix in (".cpp", ".asc", ".h", ".json", ".txt"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= _LINT_MAX_BYTES \
+                and path.suffix in (".cpp", ".asc", ".h", ".json", ".txt"):
             files[f"ascendc/{relative.as_posix()}"] = path.read_text(encoding="utf-8",
                                                                      errors="replace")
     return files

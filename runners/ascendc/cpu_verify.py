@@ -20,12 +20,15 @@ on a device (no timings are taken).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from runners.ascendc.package import (
+    MANIFEST,
     Manifest,
     PackageError,
     kernel_file_name,
@@ -223,8 +226,34 @@ def compiled_sources(folder: Path, manifest: Manifest) -> dict[str, str]:
     the NPU binding, nor the twin: opbot renders its own)."""
     names = {manifest.kernel, *(path.name for path in folder.glob("*.h"))}
     return {name: (folder / name).read_text(encoding="utf-8", errors="replace")
-            for name in sorted(names) if (folder / name).is_file()
-            and not (folder / name).is_symlink()}
+            for name in sorted(names) if (folder / name).is_file()}
+
+
+_BUILT_BY_CMAKE = re.compile(r"[\w.${}/-]+\.(?:cpp|asc|cc|cxx|c)\b")
+
+
+def _layout_problem(folder: Path, manifest: Manifest) -> str | None:
+    """A package opbot can check: no links, headers named for the op (never for a system or
+    devkit header they could stand in for), a CMakeLists.txt that builds the kernel checked."""
+    links = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+                   if path.is_symlink())
+    if links:
+        return (f"the package holds symbolic links ({', '.join(links[:5])}); opbot packages "
+                "hold plain files")
+    foreign = sorted(path.name for path in folder.glob("*.h")
+                     if not path.name.startswith(f"{manifest.op}_"))
+    if foreign:
+        return (f"{', '.join(foreign[:5])}: a package's headers are named {manifest.op}_*.h "
+                "(a header may not share a name with a system or Ascend C header)")
+    cmake = folder / "CMakeLists.txt"
+    if cmake.is_file():
+        built = {Path(name).name for name in _BUILT_BY_CMAKE.findall(
+            cmake.read_text(encoding="utf-8", errors="replace"))}
+        extra = sorted(built - {manifest.kernel, "op.cpp", "cpu_twin.cpp", "cpu_twin.asc"})
+        if extra:
+            return (f"CMakeLists.txt builds {', '.join(extra[:5])} besides the kernel "
+                    f"{manifest.kernel}: the kernel checked must be the kernel shipped")
+    return None
 
 
 def package_problems(folder: Path, manifest: Manifest) -> Failure | None:
@@ -238,6 +267,9 @@ def package_problems(folder: Path, manifest: Manifest) -> Failure | None:
     if manifest.namespace != f"opbot_{manifest.op}":
         return Failure(check="load", message=f"opbot.json's namespace must be "
                        f"opbot_{manifest.op}, not {manifest.namespace!r}")
+    layout = _layout_problem(folder, manifest)
+    if layout is not None:
+        return Failure(check="load", message=layout)
     oversized = [path.name for path in folder.rglob("*") if path.is_file()
                  and not path.is_symlink() and path.stat().st_size > MAX_SOURCE_BYTES]
     if oversized:
@@ -257,14 +289,37 @@ def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest
                         judge: Judge, device: str, warnings: list[str]) -> VerifyResult:
     """Type-check, build on the CPU model, and judge; never raises."""
     stages: list[StageResult] = []
-    try:
-        problem = package_problems(folder, manifest)
-    except OSError as exc:
-        problem = Failure(check="load", message=f"cannot read the package: {exc}")
-    if problem is not None:
-        stages.append(StageResult("load" if problem.check == "load" else "build", False, 0.0,
-                                  problem.message[:300]))
-        return _result([problem], stages, device, warnings)
+    with private_workdir("opbot-cpumodel-") as work:
+        try:
+            problem = package_problems(folder, manifest)
+            checked = None if problem is not None else _checked_copy(folder, manifest, work)
+        except OSError as exc:
+            problem, checked = Failure(check="load", message=f"cannot read the package: "
+                                       f"{exc}"), None
+        if problem is not None or checked is None:
+            assert problem is not None
+            stages.append(StageResult("load" if problem.check == "load" else "build", False,
+                                      0.0, problem.message[:300]))
+            return _result([problem], stages, device, warnings)
+        return _verify_checked(request, checked, manifest, judge=judge, device=device,
+                               warnings=warnings, work=work, stages=stages)
+
+
+def _checked_copy(folder: Path, manifest: Manifest, work: Path) -> Path:
+    """The files the rules checked, and only those, as a package of opbot's own: the
+    compiler sees nothing else the package holds (a file named like a system header, a
+    link), and a file changed after the check is not what gets compiled."""
+    copy = work / "package" / "ascendc"
+    copy.mkdir(parents=True)
+    (copy / MANIFEST).write_text(json.dumps(manifest.to_json()), encoding="utf-8")
+    for name, text in compiled_sources(folder, manifest).items():
+        (copy / name).write_text(text, encoding="utf-8")
+    return copy
+
+
+def _verify_checked(request: VerifyRequest, folder: Path, manifest: Manifest, *,
+                    judge: Judge, device: str, warnings: list[str], work: Path,
+                    stages: list[StageResult]) -> VerifyResult:
     try:
         stage, failure, note = typecheck_stage(folder)
     except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
@@ -276,26 +331,23 @@ def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest
                                 f"cannot be used here: {note}")], stages, device, warnings)
     if failure is not None:
         return _result([failure], stages, device, warnings)
-    # The program lives in a folder of opbot's own, never in the package: a package may
-    # hold a `build-*` link to anywhere, and the build writes where its folder points.
-    with private_workdir("opbot-cpumodel-") as work:
-        built = _build(folder, manifest, stages, work)
-        if isinstance(built, Failure):
-            return _result([built], stages, device, warnings)
-        try:
-            shim = write_cpu_shim(manifest, folder, built)
-        except (OSError, PackageError) as exc:
-            return _result([Failure(check="load", message=f"cannot write the candidate that "
-                                    f"calls the operator: {exc}")], stages, device, warnings)
-        judged_request = replace(request, candidate=shim, backend="ascendc",
-                                 static_scan=False, readable=(shim.parent, folder),
-                                 expects_kernel_launches=False, package_ops=True,
-                                 compiles_on_first_launch=False, time_it=False)
-        try:
-            verdict = judge(judged_request)
-        except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
-            return _result([Failure(check="crash", message=f"the judge failed: "
-                                    f"{type(exc).__name__}: {exc}")], stages, device, warnings)
+    # The program lives in a folder of opbot's own, never in the package.
+    built = _build(folder, manifest, stages, work)
+    if isinstance(built, Failure):
+        return _result([built], stages, device, warnings)
+    try:
+        shim = write_cpu_shim(manifest, folder, built)
+    except (OSError, PackageError) as exc:
+        return _result([Failure(check="load", message=f"cannot write the candidate that "
+                                f"calls the operator: {exc}")], stages, device, warnings)
+    judged_request = replace(request, candidate=shim, backend="ascendc", static_scan=False,
+                             readable=(shim.parent, folder), expects_kernel_launches=False,
+                             package_ops=True, compiles_on_first_launch=False, time_it=False)
+    try:
+        verdict = judge(judged_request)
+    except Exception as exc:  # noqa: BLE001 - verify() answers with a verdict, always
+        return _result([Failure(check="crash", message=f"the judge failed: "
+                                f"{type(exc).__name__}: {exc}")], stages, device, warnings)
     note_cpu = ("verified on the CPU model, not on an NPU: values through the real Ascend C "
                 "API; no device timings")
     return replace(verdict, device=device, stages=[*stages, *verdict.stages],

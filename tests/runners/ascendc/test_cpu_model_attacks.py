@@ -38,15 +38,28 @@ ON = {"OPBOT_ASCENDC_REAL_CHECKS": "1"}
     ("float f(float x) { return std::erf(x); }\n", "host's C++ library"),
     ("float f(float x) { return erff(x); }\n", "host's C library"),
     ("#if __has_include(\"/etc/passwd\")\n#endif\n", "probes for files"),
+    # a second round: what a regex would miss unless the text is read as the compiler does
+    ("#ifdef ASCENDC_CPU_\\\nDEBUG\n#endif\n", "continues a line with a backslash"),
+    ("#if CAT(__CCE_KT, _TEST__)\n#endif\nint a = x ## y;\n", "pastes tokens"),
+    ('const char* a = "/*";\n#if defined(ASCENDC_CPU_DEBUG)\n#endif\nconst char* b = "*/";\n',
+     "asks whether it runs on the CPU model"),
+    ("#if defined(__x86_64__) && !defined(__clang__)\n#endif\n", "compiler's own macro"),
+    ('#line 1 "/etc/passwd"\nint a = ;\n', "uses #line"),
+    ('%:include "/etc/passwd"\n', "uses a digraph"),
+    ("#define SCALE 0.5f\n", "defines a macro"),
+    ("const char* f = __FILE__;\n", "differs between builds"),
+    ("int f() { return atexit(0); }\n", "host's C library"),
 ], ids=["cmath", "absolute", "macro-include", "outside", "missing", "cpu-debug-macro",
-        "kt-test-macro", "constructor", "incbin", "std-erf", "libm-erff", "has-include"])
+        "kt-test-macro", "constructor", "incbin", "std-erf", "libm-erff", "has-include",
+        "line-splice", "token-paste", "comment-in-string", "compiler-macro", "line-directive",
+        "digraph", "define", "file-macro", "atexit"])
 def test_host_only_and_model_aware_sources_are_rejected(source: str, says: str) -> None:
     files = {KERNEL: '#include "kernel_operator.h"\n' + source, "gelu_tiling.h": "// ok\n"}
     problems = source_problems(files)
     assert problems, source
-    assert problems[0].file == KERNEL
-    assert problems[0].line >= 2
-    assert says in problems[0].message
+    assert {item.file for item in problems} == {KERNEL}
+    assert min(item.line for item in problems) >= 2
+    assert any(says in item.message for item in problems), [item.render() for item in problems]
 
 
 def test_words_in_comments_and_api_calls_are_fine() -> None:
@@ -89,6 +102,42 @@ def test_a_manifest_naming_another_kernel_or_namespace_is_refused(tmp_path: Path
     problem = package_problems(package, read_manifest(package))
     assert problem is not None
     assert "namespace" in problem.message
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ("kernel-link", "symbolic links"), ("header-name", "are named gelu_*.h"),
+    ("cmake-source", "CMakeLists.txt builds gelu_kernel_npu.cpp"),
+])
+def test_a_package_opbot_cannot_check_is_refused(tmp_path: Path, change: str,
+                                                 says: str) -> None:
+    package = _copy(tmp_path)
+    if change == "kernel-link":
+        (package / KERNEL).rename(package / "body.inc")
+        (package / KERNEL).symlink_to("body.inc")
+    elif change == "header-name":  # would stand in for the real API's header
+        (package / "kernel_operator.h").write_text("// mine\n", encoding="utf-8")
+    else:
+        cmake = package / "CMakeLists.txt"
+        cmake.write_text(cmake.read_text(encoding="utf-8").replace(
+            "gelu_kernel.cpp)", "gelu_kernel_npu.cpp)", 1), encoding="utf-8")
+    problem = package_problems(package, read_manifest(package))
+    assert problem is not None
+    assert problem.check == "load"
+    assert says in problem.message
+
+
+def test_only_the_checked_files_reach_the_compiler(tmp_path: Path) -> None:
+    from runners.ascendc.cpu_verify import _checked_copy
+
+    package = _copy(tmp_path)
+    (package / "cstring").write_text("#error shadowed\n", encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    copy = _checked_copy(package, read_manifest(package), work)
+    assert sorted(path.name for path in copy.iterdir()) == [
+        "gelu_kernel.cpp", "gelu_tiling.h", "opbot.json"]
+    assert (copy / KERNEL).read_text(encoding="utf-8") == (package / KERNEL).read_text(
+        encoding="utf-8")
 
 
 @pytest.mark.parametrize("data", [

@@ -73,6 +73,10 @@ tanh(x) = 2 / (1 + exp(-2x)) - 1; prefer Div into a tile of ones over Reciprocal
 GetCoreMemSize(UB) from PlatformAscendCManager at run time and passes you the split.
 - Include only "kernel_operator.h". Internal headers (inner_*, impl/) vanish between CANN \
 releases.
+- The kernel and the tiling header are device code checked before any build: no host \
+library (no <cmath>, std::exp, printf, files), no macros (use constexpr; the tiling header's \
+include guard is the one #define), no line continuations, no token pasting, no tests of \
+compiler macros, no attributes or asm. Every element must come out of the Ascend C API.
 - Give every dtype its own plain `extern "C"` entry around a templated kernel class: \
 templated entry names are mangled differently across CANN releases."""
 
