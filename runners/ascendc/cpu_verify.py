@@ -19,7 +19,6 @@ on a device (no timings are taken).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from runners.ascendc.package import (
     render_twin,
 )
 from runners.ascendc.parsers.common import excerpt_log
+from runners.ascendc.shim import MODEL_NEW, write_replacing
 from runners.ascendc.source_rules import MAX_SOURCE_BYTES, source_problems
 from runners.base import (
     Availability,
@@ -156,7 +156,9 @@ def cpu_shim_source(manifest: Manifest, package: Path, program: Path) -> str:
     return _CPU_SHIM.format(namespace=manifest.namespace, op=manifest.op,
                             schema=f"{manifest.op}({arguments}) -> {returns}",
                             package=str(package.resolve()), program=str(program.resolve()),
-                            outputs=manifest.outputs, cores=vector_cores(manifest.soc))
+                            outputs=manifest.outputs, cores=vector_cores(manifest.soc),
+                            model_new=MODEL_NEW.format(namespace=manifest.namespace,
+                                                       op=manifest.op))
 
 
 # Vector cores (AIV) per SoC: the blocks a launch really gets, so a kernel that handles
@@ -192,26 +194,13 @@ def _on_cpu_model(*tensors):
 _LIBRARY.impl({op!r}, _on_cpu_model, "CPU")
 
 
-class ModelNew(torch.nn.Module):
-    def __init__(self, *init_args):
-        super().__init__()  # the operator keeps no state: the init args are not needed
-
-    def forward(self, *inputs):
-        tensors = [value for value in inputs if isinstance(value, torch.Tensor)]
-        return torch.ops.{namespace}.{op}(*tensors)
-'''
+{model_new}'''
 
 
 def write_cpu_shim(manifest: Manifest, package: Path, program: Path) -> Path:
     """Write the shim beside the program, replacing whatever stands there."""
-    path = program.parent / CPU_SHIM_NAME
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(cpu_shim_source(manifest, package, program))
-    return path
+    return write_replacing(program.parent / CPU_SHIM_NAME,
+                           cpu_shim_source(manifest, package, program))
 
 
 def _result(status_reasons: list[Failure], stages: list[StageResult], device: str,

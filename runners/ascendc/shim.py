@@ -32,7 +32,9 @@ import torch
 torch.ops.load_library({library!r})
 
 
-class ModelNew(torch.nn.Module):
+{model_new}'''
+# The candidate class of both shims (the NPU library's and the CPU model's).
+MODEL_NEW = '''class ModelNew(torch.nn.Module):
     def __init__(self, *init_args):
         super().__init__()  # the operator keeps no state: the init args are not needed
 
@@ -48,7 +50,8 @@ def shim_source(namespace: str, op: str, library: Path) -> str:
     if not _NAMESPACE.fullmatch(namespace) or not _OP.fullmatch(op):
         raise PackageError(f"the operator torch.ops.{namespace[:80]}.{op[:80]} is not an "
                            "opbot package's (the namespace must be opbot_<name>)")
-    return _TEMPLATE.format(namespace=namespace, op=op, library=str(library.resolve()))
+    return _TEMPLATE.format(namespace=namespace, op=op, library=str(library.resolve()),
+                            model_new=MODEL_NEW.format(namespace=namespace, op=op))
 
 
 def write_shim(namespace: str, op: str, library: Path) -> Path:
@@ -57,13 +60,18 @@ def write_shim(namespace: str, op: str, library: Path) -> Path:
     The build folder is the build's to fill: whatever stands at the shim's name (a file, a
     link the build left) is replaced, never written through.
     """
-    path = library.parent / SHIM_NAME
     source = shim_source(namespace, op, library)
     library.parent.mkdir(parents=True, exist_ok=True)
+    return write_replacing(library.parent / SHIM_NAME, source)
+
+
+def write_replacing(path: Path, text: str) -> Path:
+    """Write `text` at `path`, replacing whatever stands there (a file, a link someone left)
+    and never writing through it."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                  0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(source)
+        handle.write(text)
     return path

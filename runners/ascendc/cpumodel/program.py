@@ -8,18 +8,16 @@ the caches are only read there, the output folder is the only one written.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runners.ascendc.cpumodel.errors import CpuModelError
 from runners.ascendc.cpumodel.library import LINK_LIBS, prepare_library
+from runners.ascendc.cpumodel.run import run_sandboxed
 from runners.ascendc.package import PackageError, read_manifest
 from runners.ascendc.parsers.compiler import Diagnostic, parse_gnu_output
 from runners.ascendc.realapi.names import INTRINSICS
-from runners.sandbox import SandboxUnavailableError, child_environment, run_isolated
 
 PROGRAM_NAME = "cpu_model_program"
 LEGACY_TWIN = "cpu_twin.cpp"
@@ -130,16 +128,7 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
 def _compile(argv: list[str], cwd: Path, readable: list[Path], timeout_s: float
              ) -> tuple[int | None, str]:
     """Run g++ sandboxed; (its exit status, None on timeout; the whole log)."""
-    logs = Path(tempfile.mkdtemp(prefix="opbot-cpumodel-build-"))
-    log_path = logs / "build.log"
-    try:
-        outcome = run_isolated(argv, cwd=cwd, timeout_s=timeout_s, log_path=log_path,
-                               env=child_environment(), readable=readable)
-        log = log_path.read_text(encoding="utf-8", errors="replace")
-    except SandboxUnavailableError as exc:
-        raise CpuModelError(f"cannot compile the kernel in the sandbox: {exc}") from exc
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
-    if outcome.timed_out:
+    returncode, log = run_sandboxed(argv, cwd, readable, timeout_s, "compile the kernel")
+    if returncode is None:
         return None, log + f"\n[opbot] the CPU-model build timed out after {timeout_s:.0f} s\n"
-    return outcome.returncode, log
+    return returncode, log

@@ -71,7 +71,7 @@ def run_program(program: Path, *, dtype: str, inputs: list[Path], outputs: list[
     started = time.monotonic()
     if sandboxed:
         readable = [program.resolve().parent, *(path.resolve().parent for path in inputs)]
-        returncode, log = _sandboxed(argv, workdir, readable, timeout_s)
+        returncode, log = run_sandboxed(argv, workdir, readable, timeout_s)
     else:
         returncode, log = _plain(argv, workdir, timeout_s)
     return _outcome(returncode, log, time.monotonic() - started)
@@ -102,16 +102,18 @@ def _last_lines(log: str, count: int = 3) -> str:
     return " / ".join(lines[-count:])
 
 
-def _sandboxed(argv: list[str], workdir: Path, readable: list[Path], timeout_s: float
-               ) -> tuple[int | None, str]:
-    logs = Path(tempfile.mkdtemp(prefix="opbot-cpumodel-run-"))
-    log_path = logs / "run.log"
+def run_sandboxed(argv: list[str], workdir: Path, readable: list[Path], timeout_s: float,
+              what: str = "run the kernel") -> tuple[int | None, str]:
+    """Run `argv` in the sandbox (the kernel is untrusted, in its build as in its run):
+    (its exit status, None on timeout; its whole log, kept outside its reach)."""
+    logs = Path(tempfile.mkdtemp(prefix="opbot-cpumodel-"))
+    log_path = logs / "child.log"
     try:
         outcome = run_isolated(argv, cwd=workdir, timeout_s=timeout_s, log_path=log_path,
                                env=child_environment(), readable=readable)
         log = log_path.read_text(encoding="utf-8", errors="replace")
     except SandboxUnavailableError as exc:
-        raise CpuModelError(f"cannot run the kernel in the sandbox: {exc}") from exc
+        raise CpuModelError(f"cannot {what} in the sandbox: {exc}") from exc
     finally:
         shutil.rmtree(logs, ignore_errors=True)
     return (None if outcome.timed_out else outcome.returncode), log
