@@ -133,8 +133,10 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
               "(default: OPBOT_LLM_BASE_URL, else OpenAI's). Key: OPBOT_LLM_API_KEY or "
               "OPENAI_API_KEY.")
 @click.option("--llm-model", default=None, help="Model name (default: OPBOT_LLM_MODEL).")
-@click.option("--llm-timeout", "llm_timeout_s", type=click.FloatRange(min=0.1), default=180.0,
-              show_default=True, help="Seconds per LLM request (retried on timeouts).")
+@click.option("--llm-timeout", "llm_timeout_s", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds the LLM endpoint may stay silent: between two streamed chunks, "
+              "or for a whole reply without streaming (retried on timeouts; default: the "
+              "policy's llm timeout_s, 180).")
 @click.option("--hint", default=None, help="Notes for the model (treated as data).")
 @click.option("--hint-file", type=click.Path(path_type=Path), default=None,
               help="Notes for the model from a file (review comments, CI logs).")
@@ -152,7 +154,7 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
               help="The operator package folder (default: the op.yaml's folder, or ops/<name>).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
-             llm_model: str | None, llm_timeout_s: float, hint: str | None,
+             llm_model: str | None, llm_timeout_s: float | None, hint: str | None,
              hint_file: Path | None, starting_draft: Path | None,
              max_attempts: int | None, max_tokens: int | None, time_budget_s: float | None,
              policy_file: Path | None, out: Path | None, as_json: bool) -> None:
@@ -169,8 +171,9 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
         notes = _read_text(hint_file) if hint_file else hint
         draft = _read_text(starting_draft) if starting_draft else None
         use_llm = llm == "openai" or (llm == "auto" and llm_configured(llm_base_url))
-        choice = _llm_choice(llm_base_url, llm_model, notes, llm_timeout_s,
-                             draft) if use_llm else None
+        choice = _llm_choice(_llm_policy(policy, policy_file), base_url=llm_base_url,
+                             model=llm_model, hint=notes, timeout_s=llm_timeout_s,
+                             draft=draft) if use_llm else None
         budget = Budget(attempts=max_attempts or policy.attempts,
                         tokens=max_tokens or policy.token_budget(),
                         seconds=time_budget_s or policy.wall_seconds)
@@ -189,12 +192,29 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
     sys.exit(EXIT_PASSED if outcome.status == "passed" else EXIT_FAILED)
 
 
-def _llm_choice(base_url: str | None, model: str | None, hint: str | None,
-                timeout_s: float, draft: str | None) -> Any:
+def _llm_policy(policy: Any, policy_file: Path | None) -> Any:
+    """The `llm` section in force: the --policy file's; without one, the section a parent
+    (the bot's job) handed down, else the defaults."""
+    from bot.policy import inherited_llm_policy
+
+    if policy_file is not None:
+        return policy.llm
+    return inherited_llm_policy(os.environ) or policy.llm
+
+
+def _llm_choice(llm_policy: Any, *, base_url: str | None, model: str | None,
+                hint: str | None, timeout_s: float | None, draft: str | None) -> Any:
+    """The LLM client as the policy in force sets it up for the chosen model (its `llm`
+    section: defaults and per-model overrides); command-line flags win over the policy."""
     from bot.agent.llm import LLMSettings, OpenAIChatClient
     from bot.agent.outcome import LLMChoice
 
-    settings = LLMSettings.resolve(base_url=base_url, model=model, timeout_s=timeout_s)
+    settings = LLMSettings.resolve(base_url=base_url, model=model)
+    request = llm_policy.for_model(settings.model)
+    settings = replace(settings, max_output_tokens=request.max_output_tokens,
+                       temperature=request.temperature,
+                       reasoning_effort=request.reasoning_effort, stream=request.stream,
+                       timeout_s=request.timeout_s if timeout_s is None else timeout_s)
     return LLMChoice(client=OpenAIChatClient(settings), model=settings.model,
                      api_key=settings.api_key, hint=hint, starting_draft=draft)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from bot.agent.outcome import GenerateOutcome
 from bot.agent.transcript import Redactor
 from bot.errors import BadInputError, OpbotError
-from bot.policy import Policy
+from bot.policy import LLM_POLICY_VARIABLE, Policy, llm_policy_json
 from bot.spec import OpSpec
 
 # The generation step keeps the LLM's key and drops every other credential.
@@ -65,6 +65,7 @@ def generate_without_credentials(spec: OpSpec, *, backend: str, out: Path, workd
         argv += ["--starting-draft", str(workdir / "draft.py")]
     env = without_forge_credentials(os.environ)
     env["OPBOT_SANDBOX_POLICY"] = json.dumps(policy.sandbox.to_json())
+    env[LLM_POLICY_VARIABLE] = llm_policy_json(policy)  # the child asks the model as we would
     env[PROGRESS_LINES_VARIABLE] = "1"
     watch = _Watch(stopped, progress or (lambda _line: None))
     stdout, stderr, code = _run(argv, env, policy.wall_seconds + _EXTRA_SECONDS, watch,

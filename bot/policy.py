@@ -1,4 +1,5 @@
-"""The bot's policy: who may trigger it, budgets, nightly limits, paths, the sandbox.
+"""The bot's policy: who may trigger it, budgets, nightly limits, paths, the sandbox, and
+how the LLM endpoint is asked (`llm`: output tokens, temperature, streaming... per model).
 
 Two layers, and the order matters:
 
@@ -22,6 +23,7 @@ a nesting limit and a length limit on each value.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +41,8 @@ from bot.forge.base import PERMISSION_ORDER, Permission
 from runners.sandbox import SandboxPolicy
 
 REPOSITORY_POLICY_PATH = ".opbot.yaml"
+# The `llm` section handed to a child `opbot generate` (JSON), as the sandbox's is.
+LLM_POLICY_VARIABLE = "OPBOT_LLM_POLICY"
 MAX_POLICY_BYTES = 64 * 1024
 MAX_POLICY_DEPTH = 16  # the schema nests three levels; the rest is room for honest mistakes
 MAX_VALUE_CHARS = 1024  # no setting needs more; it also keeps int() away from huge numbers
@@ -90,6 +94,42 @@ class RunnerLimits:
 
 
 @dataclass(frozen=True)
+class LLMRequest:
+    """How each LLM request is made. None: the parameter is not sent (the server's default)."""
+
+    max_output_tokens: int | None
+    temperature: float | None
+    reasoning_effort: str | None
+    stream: bool
+    timeout_s: float  # the silence allowed between two streamed chunks (or for a reply)
+
+    def to_document(self) -> dict[str, Any]:
+        return {"max_output_tokens": self.max_output_tokens, "temperature": self.temperature,
+                "reasoning_effort": self.reasoning_effort, "stream": self.stream,
+                "timeout_s": self.timeout_s}
+
+
+@dataclass(frozen=True)
+class LLMPolicy:
+    """The operator's LLM request settings: defaults, and overrides for model names matching
+    a pattern (fnmatch, case-insensitive; every matching pattern applies, later ones win)."""
+
+    defaults: LLMRequest
+    models: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    def for_model(self, model: str) -> LLMRequest:
+        settings = self.defaults
+        for pattern, overrides in self.models:
+            if fnmatch.fnmatchcase(model.lower(), pattern.lower()):
+                settings = replace(settings, **dict(overrides))
+        return settings
+
+    def to_document(self) -> dict[str, Any]:
+        return {"defaults": self.defaults.to_document(),
+                "models": {pattern: dict(overrides) for pattern, overrides in self.models}}
+
+
+@dataclass(frozen=True)
 class Policy:
     repositories: tuple[str, ...]
     trigger_label: str
@@ -109,6 +149,7 @@ class Policy:
     max_file_bytes: int
     sandbox: SandboxPolicy
     runner: RunnerLimits
+    llm: LLMPolicy
 
     def token_budget(self) -> int:
         """Tokens a job may spend: the token budget, capped by the money budget."""
@@ -164,7 +205,27 @@ def _from_document(document: Mapping[str, Any],
                         memory_bytes=sandbox["memory_bytes"],
                         file_bytes=int(sandbox["file_bytes"]),
                         processes=int(sandbox["processes"])),
-        runner=_runner_limits(document["runner"]))
+        runner=_runner_limits(document["runner"]), llm=_llm_policy(document["llm"]))
+
+
+def _optional(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else kind(value)
+
+
+# Each LLM request setting's type, as the schema allows it (null: not sent).
+_LLM_TYPES: dict[str, Callable[[Any], Any]] = {
+    "max_output_tokens": _optional(int), "temperature": _optional(float),
+    "reasoning_effort": _optional(str), "stream": bool, "timeout_s": float}
+
+
+def _llm_policy(llm: Mapping[str, Any]) -> LLMPolicy:
+    # A model's overrides keep only the keys they set: an absent key inherits the default,
+    # null means "not sent". File order stands: later patterns win.
+    models = tuple((str(pattern), tuple(sorted((key, _LLM_TYPES[key](value))
+                                               for key, value in (overrides or {}).items())))
+                   for pattern, overrides in (llm.get("models") or {}).items())
+    defaults = LLMRequest(**{key: kind(llm["defaults"][key]) for key, kind in _LLM_TYPES.items()})
+    return LLMPolicy(defaults=defaults, models=models)
 
 
 def _runner_limits(runner: Mapping[str, Any]) -> RunnerLimits:
@@ -198,6 +259,7 @@ def _to_document(policy: Policy) -> dict[str, Any]:
                     "cpu_seconds": sandbox.cpu_seconds, "memory_bytes": sandbox.memory_bytes,
                     "file_bytes": sandbox.file_bytes, "processes": sandbox.processes},
         "runner": policy.runner.to_document(),
+        "llm": policy.llm.to_document(),
     }
 
 
@@ -452,6 +514,20 @@ def load_policy(text: str | None, source: str = REPOSITORY_POLICY_PATH) -> Polic
     return _from_document(_merge(_default_document(), _validated(text, source)))
 
 
+def llm_policy_json(policy: Policy) -> str:
+    """The `llm` section for LLM_POLICY_VARIABLE, so a child process asks as this one would."""
+    return json.dumps(policy.llm.to_document())
+
+
+def inherited_llm_policy(environ: Mapping[str, str]) -> LLMPolicy | None:
+    """The `llm` section a parent process handed down (None: none was), checked like a
+    policy file's."""
+    text = environ.get(LLM_POLICY_VARIABLE)
+    if not text:
+        return None
+    return load_policy(f'{{"llm": {text}}}', source=LLM_POLICY_VARIABLE).llm
+
+
 # -- a repository's policy under the ceiling ------------------------------------------------
 
 # A rule takes (field, the ceiling's value, the repository's value) and returns the value in
@@ -470,6 +546,8 @@ def _show(value: Any) -> str:
         return str(int(value))
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_show(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}: {_show(item)}" for key, item in value.items()) + "}"
     return str(value)
 
 
@@ -512,10 +590,19 @@ def _stricter_permission(field: str, ceiling: Any, wanted: Any) -> _Ruling:
                                  f"not {wanted}", ceiling)
 
 
+def _says_the_same(wanted: Any, ceiling: Any) -> bool:
+    """A mapping says the same as the ceiling's where each key it names has the ceiling's
+    value (a repository repeating part of the operator's LLM settings changes nothing)."""
+    if isinstance(wanted, Mapping) and isinstance(ceiling, Mapping):
+        return all(key in ceiling and _says_the_same(value, ceiling[key])
+                   for key, value in wanted.items())
+    return bool(wanted == ceiling)
+
+
 def _operator_only(why: str) -> _Rule:
     """Settings that are the operator's facts or decisions; a repository cannot change them."""
     def rule(field: str, ceiling: Any, wanted: Any) -> _Ruling:
-        if wanted == ceiling:
+        if _says_the_same(wanted, ceiling):
             return ceiling, []
         return ceiling, _kept(field, f"{why}, not {_show(wanted)}", ceiling)
     return rule
@@ -607,9 +694,13 @@ _RULES: dict[str, _Rule] = {
     # The runner host's, read from its own file: a repository has no say in them.
     **{f"runner.{key}": _operator_only("a runner host's limits are its operator's")
        for key in ("memory_bytes", "pids", "cpus_per_job", "cpusets", "shm_bytes")},
+    # The endpoint and what it costs are the operator's: a repository has no say either.
+    **{f"llm.{key}": _operator_only("the LLM request settings are the operator's")
+       for key in ("defaults", "models")},
 }
-# Settings whose value is a mapping (NPU id -> cores), compared whole, not walked into.
-_MAPPING_SETTINGS = frozenset({"runner.cpusets"})
+# Settings whose value is a mapping (NPU id -> cores; LLM settings), compared whole, not
+# walked into.
+_MAPPING_SETTINGS = frozenset({"runner.cpusets", "llm.defaults", "llm.models"})
 _FALLBACK_RULE = _operator_only("only the operator's policy sets this")
 
 

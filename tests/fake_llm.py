@@ -1,12 +1,19 @@
 """A scripted OpenAI-compatible Chat Completions server on loopback, for driving the real
 `openai` client: each POST /v1/chat/completions gets the next scripted step (a reply, an
-HTTP error with headers, or a delay), and every request is recorded with its headers."""
+HTTP error with headers, or a delay), and every request is recorded with its headers.
+
+Like a real server it answers `stream: true` with Server-Sent Events (`data:` lines of
+`chat.completion.chunk`, a usage chunk only when `stream_options.include_usage` asks for
+one, then `data: [DONE]`), and a step can cut the reply off (`finish_reason`), leave usage
+out, report hostile usage, or carry reasoning in a `reasoning_content` field. A server made
+`strict` refuses parameters it does not know with HTTP 400 naming them, before any step."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +25,16 @@ class Step:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    finish_reason: str = "stop"
+    usage: bool = True  # False: the reply reports no usage at all
+    # (prompt, completion) reported instead of the honest figures (a hostile server)
+    reported: tuple[int, int] | None = None
+    reasoning: str | None = None  # sent in the message's / deltas' reasoning field
+    reasoning_field: str = "reasoning_content"
+    # Streaming: the reply's content goes in this many chunks, this far apart.
+    chunks: int = 3
+    chunk_delay_s: float = 0.0
+    ignore_stream: bool = False  # answer one JSON body even when a stream was asked for
 
 
 @dataclass(frozen=True)
@@ -39,11 +56,16 @@ def reply(code: str, prose: str = "Here is the kernel.") -> Step:
 
 
 class ScriptedLLM:
-    def __init__(self, steps: list[Step]) -> None:
+    def __init__(self, steps: list[Step], *, refuse: Iterable[str] = ()) -> None:
+        """`refuse`: request parameters answered with HTTP 400 naming them, as strict
+        servers do (the step is not used up)."""
         self.steps = list(steps)
+        self.refuse = frozenset(refuse)
         self.requests: list[RecordedRequest] = []
+        self.refused: list[str] = []  # the parameter each 400 named
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -58,9 +80,14 @@ class ScriptedLLM:
         self._server.shutdown()
         self._server.server_close()
 
-    def _next(self, request: RecordedRequest) -> Step:
+    def _next(self, request: RecordedRequest) -> Step | str:
+        """The step to answer with, or the name of a parameter to refuse."""
         with self._lock:
             self.requests.append(request)
+            refused = sorted(name for name in self.refuse if name in request.body)
+            if refused:
+                self.refused.append(refused[0])
+                return refused[0]
             if not self.steps:
                 return Step(status=500, content="script exhausted")
             return self.steps.pop(0)
@@ -77,6 +104,11 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 step = scripted._next(RecordedRequest(self.path, headers, body))
+                if isinstance(step, str):
+                    self._send(400, {"error": {
+                        "message": f"Unsupported parameter: '{step}' is not supported.",
+                        "type": "invalid_request_error", "param": step}}, {})
+                    return
                 if step.delay_s:
                     time.sleep(step.delay_s)
                 if self.path != "/v1/chat/completions":
@@ -84,8 +116,10 @@ class ScriptedLLM:
                 elif step.status != 200:
                     self._send(step.status, {"error": {"message": step.content or "error",
                                                        "type": "server_error"}}, step.headers)
+                elif body.get("stream") and not step.ignore_stream:
+                    self._stream(body, step)
                 else:
-                    self._send(200, _completion(body, step.content or ""), step.headers)
+                    self._send(200, _completion(body, step), step.headers)
 
             def _send(self, status: int, payload: dict[str, Any],
                       headers: dict[str, str]) -> None:
@@ -101,18 +135,75 @@ class ScriptedLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test): nothing to answer
 
+            def _stream(self, request: dict[str, Any], step: Step) -> None:
+                # HTTP/1.0: no length, the body ends when the connection closes.
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    for name, value in step.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    for number, chunk in enumerate(_chunks(request, step)):
+                        if number and step.chunk_delay_s:
+                            time.sleep(step.chunk_delay_s)
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
         return Handler
 
 
-def _completion(request: dict[str, Any], content: str) -> dict[str, Any]:
-    prompt = sum(len(str(message.get("content", ""))) for message in request["messages"])
-    return {
+def _usage(request: dict[str, Any], step: Step) -> dict[str, int]:
+    if step.reported is not None:
+        prompt, completion = step.reported
+    else:
+        prompt = sum(len(str(message.get("content", ""))) for message in request["messages"]) // 4
+        completion = (len(step.content or "") + len(step.reasoning or "")) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def _completion(request: dict[str, Any], step: Step) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": step.content or ""}
+    if step.reasoning is not None:
+        message[step.reasoning_field] = step.reasoning
+    answer: dict[str, Any] = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "scripted"),
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": prompt // 4, "completion_tokens": len(content) // 4,
-                  "total_tokens": prompt // 4 + len(content) // 4},
+        "choices": [{"index": 0, "finish_reason": step.finish_reason, "message": message}],
     }
+    if step.usage:
+        answer["usage"] = _usage(request, step)
+    return answer
+
+
+def _split(text: str, parts: int) -> list[str]:
+    size = max(1, -(-len(text) // max(1, parts)))
+    return [text[start:start + size] for start in range(0, len(text), size)] or [""]
+
+
+def _chunks(request: dict[str, Any], step: Step) -> list[dict[str, Any]]:
+    """The chunks of a streamed reply: reasoning deltas, content deltas, the finish reason,
+    and a usage chunk (no choices) only when the request asked for one."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": request.get("model", "scripted"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if step.reasoning:
+        chunks += [chunk({step.reasoning_field: piece})
+                   for piece in _split(step.reasoning, step.chunks)]
+    chunks += [chunk({"content": piece}) for piece in _split(step.content or "", step.chunks)]
+    chunks.append(chunk({}, step.finish_reason))
+    include = (request.get("stream_options") or {}).get("include_usage")
+    if include and step.usage:
+        chunks.append({"id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                       "created": int(time.time()), "model": request.get("model", "scripted"),
+                       "choices": [], "usage": _usage(request, step)})
+    return chunks

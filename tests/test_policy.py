@@ -437,3 +437,54 @@ def test_a_repository_cannot_change_the_runner_hosts_limits() -> None:
     assert found.policy.runner == CEILING.runner
     assert len(found.refused) == 3
     assert all("runner host's limits are its operator's" in note for note in found.refused)
+
+
+# -- the LLM request settings (the operator's alone) ---------------------------------------
+
+
+def test_llm_settings_default_and_per_model() -> None:
+    assert CEILING.llm.defaults.max_output_tokens == 16384
+    assert CEILING.llm.defaults.stream is True
+    assert CEILING.llm.defaults.temperature is None  # not sent: the provider's default
+    assert CEILING.llm.defaults.reasoning_effort is None
+    policy = load_policy("llm:\n  defaults: {timeout_s: 300}\n  models:\n"
+                         "    'deepseek-r1*': {max_output_tokens: 32768, temperature: 0.6}\n"
+                         "    '*distill*': {temperature: null, stream: false}\n",
+                         source="operator.yaml")
+    assert policy.llm.defaults.max_output_tokens == 16384  # untouched keys keep the default
+    r1 = policy.llm.for_model("DeepSeek-R1")
+    assert (r1.max_output_tokens, r1.temperature, r1.stream, r1.timeout_s) == (
+        32768, 0.6, True, 300.0)
+    distilled = policy.llm.for_model("deepseek-r1-distill-qwen-32b")  # both match; later wins
+    assert (distilled.max_output_tokens, distilled.temperature, distilled.stream) == (
+        32768, None, False)
+    assert policy.llm.for_model("gpt-4o") == policy.llm.defaults
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("llm:\n  defaults:\n    reasoning_effort: extreme\n",
+     "operator.yaml line 3: llm.defaults.reasoning_effort"),
+    ("llm:\n  defaults:\n    max_output_tokens: 0\n", "llm.defaults.max_output_tokens: 0 is less"),
+    ("llm:\n  models:\n    'gpt-*': {top_k: 5}\n", "llm.models.gpt-*.top_k: not a setting"),
+    ("llm:\n  defaults: {timeout_s: .inf}\n", "llm.defaults.timeout_s: not a finite number"),
+])
+def test_llm_settings_that_are_not_valid_are_refused_with_the_place(text: str,
+                                                                   says: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        load_policy(text, source="operator.yaml")
+    assert says in str(caught.value)
+
+
+def test_a_repository_cannot_change_the_llm_settings() -> None:
+    ceiling = load_policy("llm:\n  models:\n    'gpt-*': {temperature: 0.2}\n")
+    found = repository_policy(ceiling, "llm:\n  defaults: {max_output_tokens: 100000}\n"
+                                       "  models:\n    'gpt-*': {temperature: 1.5}\n")
+    assert found.policy.llm == ceiling.llm
+    assert len(found.refused) == 2
+    assert all("LLM request settings are the operator's" in note for note in found.refused)
+    assert repository_policy(ceiling, "budgets: {attempts: 2}\n").policy.llm == ceiling.llm
+    # Repeating part of the operator's settings changes nothing, so nothing is refused.
+    same = repository_policy(ceiling, "llm:\n  defaults: {stream: true}\n  models:\n"
+                                      "    'gpt-*': {temperature: 0.2}\n")
+    assert same.refused == ()
+    assert same.policy == ceiling

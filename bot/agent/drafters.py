@@ -1,9 +1,10 @@
 """Who writes candidates: the offline generator, or an LLM in a conversation.
 
-Both answer `first()`, `revise(feedback)` and `tune(feedback)` with a Candidate built by the
-backend's workbench, or raise: NoMoreDrafts (the offline generator has one deterministic
-draft), DraftUnsupported (it cannot lower the reference), ReplyError (the model's reply held
-no candidate; that text is the feedback), LLMError (the endpoint failed).
+Both answer `first()`, `revise(feedback)`, `restart(request)` and `tune(feedback)` with a
+Candidate built by the backend's workbench, or raise: NoMoreDrafts (the offline generator
+has one deterministic draft), DraftUnsupported (it cannot lower the reference), ReplyError
+(the model's reply held no candidate; that text is the feedback), LLMError (the endpoint
+failed).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class Drafter(Protocol):
     def revise(self, feedback: str) -> Candidate:
         ...
 
+    def restart(self, request: str) -> Candidate:
+        """A fresh conversation, seeded with the best attempt and what was tried."""
+        ...
+
     def tune(self, feedback: str) -> Candidate:
         ...
 
@@ -44,6 +49,9 @@ class OfflineDrafter:
         return self.bench.offline_draft()
 
     def revise(self, feedback: str) -> Candidate:
+        raise NoMoreDrafts("the offline generator is deterministic: it has one draft")
+
+    def restart(self, request: str) -> Candidate:
         raise NoMoreDrafts("the offline generator is deterministic: it has one draft")
 
     def tune(self, feedback: str) -> Candidate:
@@ -74,6 +82,12 @@ class LLMDrafter:
     def revise(self, feedback: str) -> Candidate:
         return self.bench.parse_reply(self.conversation.follow_up(
             self.bench.retry_request(feedback)))
+
+    def restart(self, request: str) -> Candidate:
+        # The spec and reference again (a fresh chat knows nothing), then the seed.
+        return self.bench.parse_reply(self.conversation.start(
+            self.bench.system_prompt(),
+            f"{self.bench.first_request(self.hint)}\n\n{self.bench.retry_request(request)}"))
 
     def tune(self, feedback: str) -> Candidate:
         return self.bench.parse_reply(self.conversation.follow_up(

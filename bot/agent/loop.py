@@ -37,6 +37,19 @@ from bot.agent.outcome import (
 from bot.agent.package import PERF_FILE, write_spec_files
 from bot.agent.reply import ReplyError
 from bot.agent.report import PerfSection, perf_markdown, recommended
+from bot.agent.search import (
+    MAX_RESTARTS,
+    Score,
+    Scored,
+    Stage,
+    comparison,
+    failure_signature,
+    files_text,
+    first_line,
+    is_stuck,
+    restart_request,
+    tuning_feedback,
+)
 from bot.agent.transcript import TRANSCRIPT_NAME, Redactor, Transcript, keep_beside
 from bot.errors import BadInputError
 from bot.spec import InputSpec, OpSpec, write_reference
@@ -97,6 +110,17 @@ class Loop:
     last_error: str = ""
     drafts: int = 0  # candidates asked for, including replies that held none
     tuning: list[TuningRow] = field(default_factory=list)
+    # The search: every attempt scored, the best kept (a candidate's attempt number ->
+    # the candidate, its verdict and its feedback).
+    scored: list[Scored] = field(default_factory=list)
+    best: Scored | None = None
+    candidates: dict[int, Candidate] = field(default_factory=dict)
+    verdicts: dict[int, VerifyResult] = field(default_factory=dict)
+    feedbacks: dict[int, str] = field(default_factory=dict)
+    restarts: int = 0
+    fresh_from: int = 0  # where the current conversation's attempts begin in `scored`
+    restart_with: str | None = None  # set when stuck: the next draft starts afresh
+    base: int | None = None  # the attempt the next draft builds on, when not the last one
 
     def _reject(self, feedback: str) -> str:
         self.last_error = feedback
@@ -111,9 +135,14 @@ class Loop:
         """The next candidate; None when the reply held none (the feedback says why)."""
         self.drafts += 1
         self.progress(f"drafting attempt {self.drafts} with {self.drafter.name}")
+        restart, self.restart_with = self.restart_with, None
         try:
-            candidate = self.drafter.first() if feedback is None else \
-                self.drafter.revise(feedback)
+            if restart is not None:
+                candidate = self.drafter.restart(restart)
+            elif feedback is None:
+                candidate = self.drafter.first()
+            else:
+                candidate = self.drafter.revise(feedback)
         except ReplyError as exc:
             self._reject(str(exc))
             return None
@@ -122,7 +151,62 @@ class Loop:
 
     def _drafted(self, candidate: Candidate) -> None:
         self.latest = candidate
-        self.transcript.record("candidate", attempt=self.drafts, files=candidate.written)
+        self.candidates[self.drafts] = candidate
+        extra = {"base": self.base} if self.base is not None else {}
+        self.base = None  # the workbench builds on this one from now on
+        self.transcript.record("candidate", attempt=self.drafts, files=candidate.written,
+                               **extra)
+
+    def _restore(self, number: int, candidate: Candidate) -> None:
+        """The next draft builds on attempt `number` (the transcript says so, for replay)."""
+        self.bench.restore(candidate)
+        self.base = number
+
+    def _scored(self, score: Score, feedback: str, result: VerifyResult | None) -> str:
+        """Score the attempt just made, keep the best, and open the next request with how
+        it compares; when stuck, arrange a fresh start from the best."""
+        number = self.drafts
+        candidate = self.candidates.get(number)
+        entry = Scored(number=number, score=score,
+                       signature=failure_signature(result, feedback),
+                       summary=f"{score.describe()}: {first_line(feedback)}",
+                       written=candidate.written if candidate is not None else None)
+        previous = self.scored[-1] if self.scored else None
+        self.scored.append(entry)
+        self.feedbacks[number] = feedback
+        if result is not None:
+            self.verdicts[number] = result
+        if self.best is None or (entry.written is not None and score.at_least(self.best.score)):
+            self.best = entry
+        best = self.best
+        self.transcript.record("score", attempt=number, stage=score.stage.name.lower(),
+                               cases_passed=score.cases_passed, cases=score.cases,
+                               best_attempt=best.number)
+        if self._restart_due():
+            return feedback
+        return f"{comparison(entry, best, previous)}\n\n{feedback}"
+
+    def _restart_due(self) -> bool:
+        best = self.best
+        if best is None or best.written is None or self.restarts >= MAX_RESTARTS or \
+                not is_stuck(self.scored[self.fresh_from:], best):
+            return False
+        self.restarts += 1
+        self._restore(best.number, self.candidates[best.number])
+        self.restart_with = restart_request(best, self.feedbacks[best.number], self.scored,
+                                            files_text(best.written))
+        self.notes.append(f"stuck after attempt {self.drafts} ({self.scored[-1].summary}): "
+                          f"a fresh conversation from attempt {best.number}")
+        self.transcript.record("restart", attempt=self.drafts, from_attempt=best.number)
+        self.fresh_from = len(self.scored)  # the old failures are in the fresh one's history
+        return True
+
+    def best_candidate(self) -> tuple[Candidate, VerifyResult | None, int] | None:
+        """The best attempt that left a candidate: it, its verdict, its number."""
+        if self.best is None or self.best.written is None:
+            return None
+        number = self.best.number
+        return self.candidates[number], self.verdicts.get(number), number
 
     def precheck(self, candidate: Candidate, variant: str | None = None) -> str | None:
         """Feedback when the no-device checks reject the candidate."""
@@ -151,18 +235,20 @@ class Loop:
         """One draft through the checks: (feedback for the next one, whether to stop)."""
         candidate = self.draft(feedback)
         if candidate is None:
-            return self.last_error, False
+            return self._scored(Score(Stage.NO_CANDIDATE), self.last_error, None), False
         problems = self.precheck(candidate)
         if problems is not None:
-            return problems, False
+            return self._scored(Score(Stage.REJECTED), problems, None), False
         if self.bench.unverifiable() is not None:
             self.stopped_because = "unverified"
             return None, True
         result = self.verify(candidate)
         if result.passed:
+            self._scored(Score.of(result), "", result)
             self.stopped_because = "passed"
             return None, True
-        return self._reject(self.bench.feedback(result, candidate)), False
+        rejected = self._reject(self.bench.feedback(result, candidate))
+        return self._scored(Score.of(result), rejected, result), False
 
     def run(self) -> Attempt | None:
         """Draft and verify until a candidate passes or the budget is spent."""
@@ -224,21 +310,33 @@ class Loop:
         return best
 
     def _tune_with_drafter(self, best: Attempt) -> Attempt:
+        """Ask for faster versions; each request reports the attempt just made (failed,
+        slower or the new fastest), and every draft starts from the kept kernel."""
+        feedback = self.bench.timing_feedback(best.result)
         for _ in range(self.budget.tuning_attempts):
             if self.out_of_budget() or best.result.timing is None:
                 break
+            self._restore(best.number, best.candidate)
             self.drafts += 1
             try:
-                candidate = self.drafter.tune(self.bench.timing_feedback(best.result))
+                candidate = self.drafter.tune(feedback)
             except (NoMoreDrafts, ReplyError, LLMError) as exc:
                 self.notes.append(f"tuning stopped: {exc}")
                 break
             self._drafted(candidate)
-            if self.precheck(candidate) is not None:
-                continue
-            result = self.verify(candidate)
-            if _faster(result, best.result):
+            rejection = self.precheck(candidate)
+            result = None if rejection is not None else self.verify(candidate)
+            if result is not None and _faster(result, best.result):
                 best = self.attempts[-1]
+            verdict = "" if result is None or result.passed else \
+                self.bench.feedback(result, candidate)
+            timing = self.bench.timing_feedback(result) if result is not None and \
+                result.passed else ""
+            feedback = tuning_feedback(self.drafts, result, rejection=rejection,
+                                       best_number=best.number, best=best.result,
+                                       verdict_text=verdict, timing_text=timing)
+            self.transcript.record("feedback", attempt=self.drafts, text=feedback)
+        self._restore(best.number, best.candidate)
         self.latest = best.candidate
         return best
 
@@ -271,11 +369,9 @@ def _unsupported(spec: OpSpec, backend: str, attempts: int, message: str,
 
 def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
             title: str) -> _Generation:
-    """Write the chosen candidate (the best, else the newest draft) and say what happened."""
-    if best is not None:
-        best = loop.tune(best)
-    chosen = best.candidate if best else loop.latest
-    result = best.result if best else (loop.attempts[-1].result if loop.attempts else None)
+    """Write the chosen candidate (the one that passed, else the best-scored attempt, else
+    the newest draft) and say what happened."""
+    chosen, result, best_number = _chosen(loop, best)
     section = None
     if chosen is not None:
         loop.progress(f"writing the {title} package to {out}")
@@ -290,14 +386,30 @@ def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
     elif best is not None:
         message = ""
     else:
-        message = f"no candidate passed; last error:\n{loop.last_error}"
+        kept = f" (kept attempt {best_number}, the best of {loop.drafts}: " \
+            f"{loop.best.score.describe()})" if loop.best and best_number else ""
+        message = f"no candidate passed{kept}; last error:\n{loop.last_error}"
     loop.transcript.record("end", status=status, stopped_because=loop.stopped_because,
                            attempts=loop.drafts, tokens=loop.drafter.tokens.to_json())
     return _Generation(GenerateOutcome(
         op=loop.spec.name, status=status, attempts=loop.drafts, backend=backend,
         out=out if chosen is not None else None, verification=result, message=message,
         stopped_because=loop.stopped_because, tokens=loop.drafter.tokens, notes=loop.notes,
-        tuning=loop.tuning), section)
+        tuning=loop.tuning, best_attempt=best_number), section)
+
+
+def _chosen(loop: Loop, best: Attempt | None,
+            ) -> tuple[Candidate | None, VerifyResult | None, int | None]:
+    """What to publish: (candidate, its verdict, its attempt number)."""
+    if best is not None:
+        best = loop.tune(best)
+        return best.candidate, best.result, best.number
+    if loop.stopped_because != "unverified":
+        kept = loop.best_candidate()
+        if kept is not None:
+            return kept
+    last = loop.attempts[-1].result if loop.attempts else None
+    return loop.latest, last, None
 
 
 @dataclass(frozen=True)
@@ -381,7 +493,8 @@ def _combined(spec: OpSpec, out: Path, generations: list[_Generation]) -> Genera
             f"{item.backend}: {item.message}" for item in outcomes if item.message),
         stopped_because=top.stopped_because,
         tokens=TokenCount(prompt=sum(item.tokens.prompt for item in outcomes),
-                          completion=sum(item.tokens.completion for item in outcomes)),
+                          completion=sum(item.tokens.completion for item in outcomes),
+                          estimated=any(item.tokens.estimated for item in outcomes)),
         notes=[f"{item.backend}: {note}" for item in outcomes for note in item.notes],
         backends=outcomes, recommended=best, transcript=top.transcript)
 

@@ -84,6 +84,7 @@ class GenerateOutcome:
     notes: list[str] = field(default_factory=list)
     transcript: Path | None = None
     tuning: list[TuningRow] = field(default_factory=list)
+    best_attempt: int | None = None  # the attempt published (the best-scored one)
     # Several backends at once: each one's outcome, and the faster verified one.
     backends: list[GenerateOutcome] = field(default_factory=list)
     recommended: str | None = None
@@ -113,6 +114,7 @@ class GenerateOutcome:
             "warnings": result.warnings if result else [],
             "transcript": str(self.transcript) if self.transcript else None,
             "tuning": [row.to_json() for row in self.tuning],
+            "best_attempt": self.best_attempt,
         }
         if self.backends:
             data["backends"] = [item.to_json() for item in self.backends]
@@ -138,9 +140,12 @@ class GenerateOutcome:
                    message=str(data.get("message", "")),
                    stopped_because=str(data.get("stopped_because", "")),
                    tokens=TokenCount(prompt=int(tokens.get("prompt", 0)),
-                                     completion=int(tokens.get("completion", 0))),
+                                     completion=int(tokens.get("completion", 0)),
+                                     estimated=bool(tokens.get("estimated"))),
                    notes=list(data.get("notes", [])),
                    transcript=Path(data["transcript"]) if data.get("transcript") else None,
                    tuning=[TuningRow.from_json(row) for row in data.get("tuning") or []],
+                   best_attempt=data.get("best_attempt") if isinstance(
+                       data.get("best_attempt"), int) else None,
                    backends=[cls.from_json(item) for item in data.get("backends") or []],
                    recommended=data.get("recommended"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.backends import DEFAULT_BACKEND, get_backend
-from bot.agent.backends.base import BenchContext, DraftUnsupported, Workbench
+from bot.agent.backends.base import BenchContext, Candidate, DraftUnsupported, Workbench
 from bot.agent.reply import ReplyError
 from bot.agent.transcript import read_transcript
 from bot.errors import BadInputError
@@ -82,13 +82,20 @@ class _Replay:
     prechecks: dict[int, dict[str, Any]]
     verdicts: dict[int, dict[str, Any]]
     folder: Path
+    replayed: dict[int, Candidate] = field(default_factory=dict)
 
-    def attempt(self, number: int, written: dict[str, str]) -> ReplayedAttempt:
+    def attempt(self, number: int, written: dict[str, str],
+                base: int | None = None) -> ReplayedAttempt:
+        # A draft built on an earlier attempt (a restart from the best, a tuning draft from
+        # the kept kernel) is rebuilt on that attempt's replayed candidate.
+        if base is not None and base in self.replayed:
+            self.bench.restore(self.replayed[base])
         try:
             candidate = self.bench.adopt(written)
         except ReplyError as exc:
             return ReplayedAttempt(number, "none", "rejected",
                                    [{"check": "reply", "message": str(exc)}])
+        self.replayed[number] = candidate
         precheck = self.bench.precheck(candidate)
         recorded_static = self.prechecks.get(number)
         recorded = "none" if recorded_static is None else _static(
@@ -140,5 +147,8 @@ def replay_transcript(path: Path, runners: Mapping[str, Runner] | None = None) -
                          _by_attempt(entries, "precheck", "static"), verdicts, folder)
         for entry in entries:
             if entry["kind"] in ("candidate", "package"):  # "package": older Ascend C runs
-                report.attempts.append(replay.attempt(_attempt(entry), _written(entry)))
+                base = entry.get("base")
+                report.attempts.append(replay.attempt(
+                    _attempt(entry), _written(entry),
+                    base if isinstance(base, int) and not isinstance(base, bool) else None))
     return report

@@ -74,6 +74,31 @@ def test_budget_exhaustion_fails_with_the_last_error(tmp_path: Path) -> None:
     assert "no_such_load" in str(result["message"])
     perf = (tmp_path / "out" / "PERF.md").read_text(encoding="utf-8")
     assert "FAILED" in perf or "failed" in perf
+    # The best attempt is kept: the one that ran (wrong values), not the one that broke.
+    assert result["best_attempt"] == 1
+    assert "kept attempt 1, the best of 2: ran, with wrong values" in str(result["message"])
+    assert (tmp_path / "out" / "triton" / "relu.py").read_text(encoding="utf-8").strip() == \
+        WRONG.strip()
+    assert any(reason["check"] == "values" for reason in result["reasons"])  # type: ignore
+    assert "Worse than the best so far, attempt 1" in server.requests[1].last_user_message() \
+        or "Attempt 1: ran, with wrong values" in server.requests[1].last_user_message()
+
+
+def test_a_stuck_model_gets_a_fresh_conversation_from_the_best(tmp_path: Path) -> None:
+    other = BROKEN.replace("tl.no_such_load(", "tl.no_such_load( ", 1)
+    with ScriptedLLM([reply(WRONG), reply(BROKEN), reply(other), reply(GOOD)]) as server:
+        code, result, _ = _generate(server, tmp_path / "out")
+    assert code == 0, result
+    assert result["attempts"] == 4
+    restart = server.requests[3].body["messages"]
+    assert [message["role"] for message in restart] == ["system", "user"]  # a fresh chat
+    seed = str(restart[1]["content"])
+    assert "Start again from the best one so far, attempt 1" in seed
+    assert "x * 2.0" in seed  # the best draft itself
+    assert "- attempt 2:" in seed
+    assert "- attempt 3:" in seed
+    assert any("a fresh conversation from attempt 1" in note
+               for note in result["notes"])  # type: ignore[union-attr]
 
 
 def test_replies_without_code_are_answered_and_retried(tmp_path: Path) -> None:

@@ -110,6 +110,11 @@ class Workbench(Protocol):
         """A candidate from the files a drafter wrote (a transcript's record, for replay)."""
         ...
 
+    def restore(self, candidate: Candidate) -> None:
+        """Make `candidate` the draft the next reply builds on (a restart from the best
+        attempt, a tuning request from the kept kernel)."""
+        ...
+
     def precheck(self, candidate: Candidate) -> Precheck:
         ...
 

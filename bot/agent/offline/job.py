@@ -54,11 +54,12 @@ class OfflineResult:
     unsupported_ops: list[str] = field(default_factory=list)
     reason: str = ""
     files: dict[str, str] = field(default_factory=dict)  # Ascend C: the package's files
+    aten_ops: list[str] = field(default_factory=list)  # what the traced reference calls
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "source": self.source, "kernels": self.kernels,
                 "unsupported_ops": self.unsupported_ops, "reason": self.reason,
-                "files": self.files}
+                "files": self.files, "aten_ops": self.aten_ops}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OfflineResult:
@@ -67,7 +68,8 @@ class OfflineResult:
                    unsupported_ops=list(data.get("unsupported_ops", [])),
                    reason=str(data.get("reason", "")),
                    files={str(key): str(value)
-                          for key, value in (data.get("files") or {}).items()})
+                          for key, value in (data.get("files") or {}).items()},
+                   aten_ops=[str(item) for item in data.get("aten_ops") or []][:200])
 
 
 def reference_error(exc: BaseException) -> OfflineResult:

@@ -52,3 +52,15 @@ def export_reference(model: torch.nn.Module, inputs: Sequence[Any]) -> ExportedP
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UnsupportedGraphError([], f"torch.export could not trace the reference: "
                                     f"{type(exc).__name__}: {first_line[:300]}") from None
+
+
+def aten_ops(program: ExportedProgram) -> list[str]:
+    """The aten operators the traced program calls ("convolution", "amax", ...), sorted:
+    what the operator contains, whatever its name says."""
+    names = set()
+    for node in program.graph.nodes:
+        if node.op == "call_function":
+            packet = getattr(node.target, "overloadpacket", None)  # aten.sum for sum.dim_IntList
+            names.add(str(getattr(packet, "__name__", None) or
+                          getattr(node.target, "__name__", node.target)))
+    return sorted(names)

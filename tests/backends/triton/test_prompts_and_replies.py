@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.agent.backends.triton.prompts import example_for, first_request
 from bot.agent.backends.triton.reply import parse_reply
+from bot.agent.offline.job import OfflineResult
+from bot.agent.offline.run import generate_in_worker
 from bot.agent.prompt_text import fence_data
 from bot.agent.reply import ReplyError
 from bot.spec import load_spec
@@ -65,3 +69,53 @@ def test_examples_by_category() -> None:
     assert example_for("return torch.matmul(a, b)")[0].startswith("matmul")
     assert example_for("return x.sum(dim=1)")[0].startswith("row reduction")
     assert example_for("return torch.relu(x)")[0] == "elementwise"
+
+
+# Names that mislead a regex: what the traced reference calls decides.
+_BLUR = '''import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """A blur."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blur = nn.Conv2d(3, 3, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.blur(x)
+
+
+def get_inputs():
+    return [torch.randn(1, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+_SUMMARY = _BLUR.replace("return self.blur(x)", "return x.exp() / x.exp().sum(-1, True)") \
+    .replace("self.blur = nn.Conv2d(3, 3, 3, padding=1, bias=False)", "pass")
+
+
+@pytest.mark.parametrize(("source", "category", "op", "by_source"), [
+    (_BLUR, "matmul", "convolution", "elementwise"),  # the source alone would mislead
+    (_SUMMARY, "row reduction", "sum", "row reduction")], ids=["conv", "softmax"])
+def test_the_example_follows_the_traced_operators(tmp_path: Path, source: str, category: str,
+                                                  op: str, by_source: str) -> None:
+    reference = tmp_path / "reference.py"
+    reference.write_text(source, encoding="utf-8")
+    drafted = generate_in_worker(reference, op_name="blur", init_args=None, cases=[])
+    assert op in drafted.aten_ops, drafted
+    assert example_for(source)[0].startswith(by_source)
+    assert example_for(source, drafted.aten_ops)[0].startswith(category)
+    spec = load_spec(reference)
+    prompt = first_request(spec, draft=None, hint=None, traced_ops=drafted.aten_ops)
+    assert f"A worked example of the same category ({category}" in prompt
+
+
+def test_the_traced_operators_survive_the_workers_json() -> None:
+    result = OfflineResult(status="unsupported", aten_ops=["convolution", "relu"])
+    assert OfflineResult.from_json(result.to_json()).aten_ops == ["convolution", "relu"]
+    hostile = OfflineResult.from_json({"status": "generated", "aten_ops": list(range(500))})
+    assert len(hostile.aten_ops) == 200

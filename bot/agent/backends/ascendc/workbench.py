@@ -187,6 +187,10 @@ class AscendCWorkbench:
         self.current = package
         return self._candidate(package, dict(written))
 
+    def restore(self, candidate: Candidate) -> None:
+        # A file a reply leaves out keeps the restored candidate's text.
+        self.current = _skeleton_of(candidate)
+
     @staticmethod
     def _candidate(package: Skeleton, written: dict[str, str]) -> Candidate:
         return Candidate(files=dict(package.files), written=written, state=package)

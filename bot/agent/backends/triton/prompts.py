@@ -7,6 +7,7 @@ labelled so: it informs the model, it does not change the rules.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from bot.agent.backends.triton.reply import CANDIDATE_FILE
 from bot.agent.prompt_text import fence_data
@@ -183,15 +184,31 @@ class ModelNew(Model):
 
 _MATMUL_WORDS = re.compile(r"matmul|\bmm\b|bmm|einsum|Linear|linear|@")
 _REDUCTION_WORDS = re.compile(r"softmax|sum|mean|max|min|norm|argm|prod|var\(|std\(|loss")
+# Traced aten operators (after decomposition) that make an operator a matmul or a reduction.
+_MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "convolution",
+                         "_convolution", "conv2d", "conv1d", "conv3d", "einsum", "dot"})
+_REDUCTION_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin",
+                            "prod", "var", "std", "var_mean", "_softmax", "_log_softmax",
+                            "logsumexp", "native_layer_norm", "cumsum", "norm",
+                            "linalg_vector_norm", "nll_loss_forward"})
+_MATMUL = ("matmul with a bias and activation epilogue", _MATMUL_EXAMPLE)
+_REDUCTION = ("row reduction (softmax) with column loops", _REDUCTION_EXAMPLE)
+_ELEMENTWISE = ("elementwise", _ELEMENTWISE_EXAMPLE)
 
 
-def example_for(reference_source: str) -> tuple[str, str]:
-    """An in-category worked example: (category, code)."""
+def example_for(reference_source: str, traced_ops: Sequence[str] = ()) -> tuple[str, str]:
+    """An in-category worked example: (category, code). By what the traced reference calls
+    when it could be traced (a conv2d named "blur" is a matmul); else by its source."""
+    if traced_ops:
+        ops = set(traced_ops)
+        if ops & _MATMUL_OPS:
+            return _MATMUL
+        return _REDUCTION if ops & _REDUCTION_OPS else _ELEMENTWISE
     if _MATMUL_WORDS.search(reference_source):
-        return "matmul with a bias and activation epilogue", _MATMUL_EXAMPLE
+        return _MATMUL
     if _REDUCTION_WORDS.search(reference_source):
-        return "row reduction (softmax) with column loops", _REDUCTION_EXAMPLE
-    return "elementwise", _ELEMENTWISE_EXAMPLE
+        return _REDUCTION
+    return _ELEMENTWISE
 
 
 def _inputs_text(spec: OpSpec) -> str:
@@ -207,7 +224,8 @@ def _inputs_text(spec: OpSpec) -> str:
     return "\n".join(lines)
 
 
-def first_request(spec: OpSpec, *, draft: str | None, hint: str | None) -> str:
+def first_request(spec: OpSpec, *, draft: str | None, hint: str | None,
+                  traced_ops: Sequence[str] = ()) -> str:
     parts = [f"Operator: {spec.name}"]
     if spec.description:
         parts.append(f"Description: {spec.description}")
@@ -222,7 +240,7 @@ def first_request(spec: OpSpec, *, draft: str | None, hint: str | None) -> str:
         parts.append("A correct but unoptimised draft from opbot's offline generator for this "
                      f"same operator, as a starting point:\n```python\n{draft.strip()}\n```")
     else:
-        category, example = example_for(spec.reference_source)
+        category, example = example_for(spec.reference_source, traced_ops)
         parts.append(f"A worked example of the same category ({category}), for another "
                      f"operator:\n```python\n{example.strip()}\n```")
     if hint:

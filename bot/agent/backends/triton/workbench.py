@@ -49,6 +49,7 @@ class TritonWorkbench:
     context: BenchContext
     runner: Runner
     _starting_draft: str | None = field(default=None, init=False)
+    traced_ops: list[str] = field(default_factory=list, init=False)  # from the offline trace
 
     @property
     def kernel(self) -> str:
@@ -64,6 +65,7 @@ class TritonWorkbench:
                                      else list(spec.init_args), cases=spec.cases())
         if drafted.status == "error":
             raise BadInputError(f"{spec.spec_path}: {drafted.reason}")
+        self.traced_ops = list(drafted.aten_ops)
         if drafted.status == "unsupported":
             raise DraftUnsupported(drafted.reason, drafted.unsupported_ops)
         return self.adopt({self.kernel: drafted.source})
@@ -83,8 +85,9 @@ class TritonWorkbench:
         return TRITON_SYSTEM
 
     def first_request(self, hint: str | None) -> str:
-        return first_request(self.context.spec, draft=self._draft_for_prompt(),
-                                     hint=hint)
+        draft = self._draft_for_prompt()
+        return first_request(self.context.spec, draft=draft, hint=hint,
+                             traced_ops=self.traced_ops)
 
     def retry_request(self, feedback: str) -> str:
         return retry_request(feedback)
@@ -94,6 +97,9 @@ class TritonWorkbench:
 
     def parse_reply(self, text: str) -> Candidate:
         return self.adopt({self.kernel: parse_reply(text).source})
+
+    def restore(self, candidate: Candidate) -> None:
+        pass  # every reply is the whole file: nothing builds on an earlier draft
 
     def adopt(self, written: Mapping[str, str]) -> Candidate:
         # One module: whatever single file was written is the kernel.

@@ -13,7 +13,7 @@ from bot.agent.backends.triton.offline.codegen import generate_module
 from bot.agent.offline.graph import UnsupportedGraphError, lower_program
 from bot.agent.offline.job import OfflineJob, OfflineResult, reference_error
 from bot.agent.offline.reference import example_inputs, instantiate, load_reference
-from bot.agent.offline.trace import export_reference
+from bot.agent.offline.trace import aten_ops, export_reference
 
 
 def _model_and_examples(job: OfflineJob) -> tuple[Any, list[list[Any]]]:
@@ -32,11 +32,15 @@ def generate_offline(job: OfflineJob) -> OfflineResult:
         model, examples = _model_and_examples(job)
     except Exception as exc:  # noqa: BLE001 - the reference is user code
         return reference_error(exc)
+    ops: set[str] = set()
     try:
-        graphs = [lower_program(export_reference(model, inputs)) for inputs in examples]
+        programs = [export_reference(model, inputs) for inputs in examples]
+        ops.update(name for program in programs for name in aten_ops(program))
+        graphs = [lower_program(program) for program in programs]
         source = job.reference.read_text(encoding="utf-8")
         generated = generate_module(graphs, source, job.op_name)
     except UnsupportedGraphError as exc:
-        return OfflineResult(status="unsupported", unsupported_ops=exc.ops, reason=str(exc))
+        return OfflineResult(status="unsupported", unsupported_ops=exc.ops, reason=str(exc),
+                             aten_ops=sorted(ops))
     return OfflineResult(status="generated", source=generated.source,
-                         kernels=generated.kernel_names)
+                         kernels=generated.kernel_names, aten_ops=sorted(ops))
