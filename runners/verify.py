@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,8 @@ class Judge:
     device: str = "unknown"
     inferred: dict[str, Any] | None = None
     correct_outputs: list[WireTensor] = field(default_factory=list)
+    # The case the candidate is running: a crash or a hang names it (its shapes and dtypes).
+    in_flight: tuple[dict[str, Any], Message] | None = None
 
     # -- stages ---------------------------------------------------------------------------
 
@@ -261,9 +263,11 @@ class Judge:
         tensors: list[WireTensor] = []
         inputs = _copy_tree(case["inputs"], prepared.tensors, tensors)
         expected_leaves = tree_leaves(case["expected"], prepared.tensors)
+        self.in_flight = (case, prepared)
         self._send(self.candidate, {"kind": "run", "case": name, "inputs": inputs,
                              "layouts": case["layouts"]}, tensors)
         answer = self._answer(self.candidate, _output_cap(expected_leaves), "run")
+        self.in_flight = None
         if answer.kind != "outputs":
             return self._case_result(case, prepared, False), [
                 self._candidate_failure(answer, "run", case=name)]
@@ -394,10 +398,12 @@ class Judge:
             raise self._stop(worker, exc, str(header.get("kind"))) from None
 
     def _stop(self, worker: Worker, exc: WireError, stage: str) -> JudgeStop:
+        case = str(self.in_flight[0]["name"]) if self.in_flight and worker is self.candidate \
+            else None
         if isinstance(exc, DeadlineError):
-            return JudgeStop(_late(worker, self.request.timeout_s))
+            return JudgeStop(replace(_late(worker, self.request.timeout_s), case=case))
         if isinstance(exc, PeerClosedError):
-            return JudgeStop(_died(worker, str(exc)))
+            return JudgeStop(replace(_died(worker, str(exc)), case=case))
         who = "the reference" if worker.role == "reference" else "the candidate"
         check = "reference" if worker.role == "reference" else "crash"
         return JudgeStop(Failure(check=check, message=f"{who}'s worker sent a malformed "
@@ -599,7 +605,10 @@ def _judge(judge: Judge, request: VerifyRequest, deadline: float) -> VerifyResul
             timing = judge.time_it(prepared)
         verdict = judge.verdict(results, failures, timing)
     except JudgeStop as stop:
-        verdict = VerifyResult(status="failed", reasons=[stop.failure], cases=[],
+        # The case that was running when it stopped, so the feedback gives its shapes.
+        running = [judge._case_result(*judge.in_flight, False)] if judge.in_flight and \
+            stop.failure.case else []
+        verdict = VerifyResult(status="failed", reasons=[stop.failure], cases=running,
                                stages=judge.stages, device=judge.device,
                                warnings=judge.warnings, inferred=judge.inferred, seed=judge.seed)
     _say_exit(judge)

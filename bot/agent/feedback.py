@@ -105,6 +105,9 @@ def _failure_lines(failure: Failure, cases: dict[str, CaseResult]) -> list[str]:
         lines += [f"  {line}" for line in _value_lines(failure)]
     elif failure.details and failure.check in ("shape", "dtype", "nan_inf", "torch_op"):
         lines.append(f"  details: {failure.details}")
+        tails = _tails(failure.details) if failure.check == "nan_inf" else ""
+        if tails:
+            lines.append(f"  {tails}")
     plain = _PLAIN_WORDS.get(failure.check)
     if plain:
         lines.append(f"  {plain}")

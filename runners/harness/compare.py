@@ -73,7 +73,8 @@ def _nan_inf_failure(expected: Array, actual: Array, case: str, index: int) -> F
     for label, probe in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
         differ = probe(expected) != probe(actual)
         if differ.any():
-            positions = np.argwhere(differ)[:_FIRST_MISMATCHES].tolist()
+            every = np.argwhere(differ)
+            positions = every[:_FIRST_MISMATCHES].tolist()
             in_actual, in_expected = int(probe(actual).sum()), int(probe(expected).sum())
             return Failure(
                 check="nan_inf", case=case, output=index,
@@ -81,8 +82,18 @@ def _nan_inf_failure(expected: Array, actual: Array, case: str, index: int) -> F
                          f"reverse): {in_actual} {label} in the candidate, {in_expected} in "
                          "the reference"),
                 details={"kind": label, "candidate_count": in_actual,
-                         "reference_count": in_expected, "first_indices": positions})
+                         "reference_count": in_expected, "first_indices": positions,
+                         # Where they sit: NaN only in the last columns is a missing mask.
+                         "mismatch_index_ranges": _index_ranges(every, actual.shape)})
     return None
+
+
+def _index_ranges(positions: Array, shape: tuple[int, ...]) -> list[list[int]]:
+    """Per dim, [first, last, size] of the positions (argwhere's rows)."""
+    if not len(positions) or positions.ndim != 2:
+        return []
+    return [[int(positions[:, dim].min()), int(positions[:, dim].max()), int(shape[dim])]
+            for dim in range(positions.shape[1])]
 
 
 def _errors(expected: Array, actual: Array) -> tuple[Array, float, float]:
@@ -102,9 +113,7 @@ def _value_failure(expected: Array, actual: Array, bad: Array, *, tolerance: Tol
     samples = [{"index": pos, "expected": float(expected[tuple(pos)]),
                 "actual": float(actual[tuple(pos)])}
                for pos in positions[:_FIRST_MISMATCHES].tolist()]
-    ranges = [[int(positions[:, dim].min()), int(positions[:, dim].max()),
-               int(actual.shape[dim])] for dim in range(positions.shape[1])] if len(
-                   positions) and positions.ndim == 2 else []
+    ranges = _index_ranges(positions, actual.shape)
     count = int(bad.sum())
     return Failure(
         check="values", case=case, output=index,

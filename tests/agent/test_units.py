@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bot.agent.feedback import truncate_middle, verification_feedback
@@ -10,6 +11,7 @@ from bot.agent.llm import LLMSettings, llm_configured
 from bot.agent.transcript import REDACTED, Redactor
 from bot.errors import BadInputError
 from runners.base import CaseResult, Failure, SourceLocation, VerifyResult
+from runners.harness.compare import _nan_inf_failure
 
 
 def _failure(case: str, error: float) -> Failure:
@@ -34,6 +36,30 @@ def test_feedback_groups_repeats_and_names_the_tail() -> None:
     assert "expected 1, got 0" in text
     assert "indices 8..9 of 10" in text
     assert "main (max abs error 2.25)" in text
+
+
+def test_nan_only_in_the_last_columns_is_called_the_tail() -> None:
+    """A missing load mask that reads garbage past each row's end shows as NaN there."""
+    expected = np.zeros((37, 77), dtype=np.float32)
+    actual = expected.copy()
+    actual[:, 76] = np.nan
+    failure = _nan_inf_failure(expected, actual, "main", 0)
+    assert failure is not None
+    assert failure.details["mismatch_index_ranges"] == [[0, 36, 37], [76, 76, 77]]
+    case = CaseResult("main", [[37, 77]], ["float32"], 0, False)
+    text = verification_feedback(VerifyResult("failed", [failure], [case], []))
+    assert "indices 76..76 of 77: the tail (a missing or wrong mask" in text
+
+
+def test_nan_spread_over_the_row_is_not_called_the_tail() -> None:
+    expected = np.zeros((4, 8), dtype=np.float32)
+    actual = expected.copy()
+    actual[1, 2] = np.nan
+    failure = _nan_inf_failure(expected, actual, "main", 0)
+    assert failure is not None
+    text = verification_feedback(VerifyResult("failed", [failure], [], []))
+    assert "the tail" not in text
+    assert "[[1, 1, 4], [2, 2, 8]]" in text
 
 
 def test_feedback_for_errors_shows_the_line_not_the_harness() -> None:

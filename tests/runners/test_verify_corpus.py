@@ -89,3 +89,17 @@ def test_human_output_lists_cases_and_reasons() -> None:
     assert "failed" in run.stdout
     assert "torch_op" in run.stdout
     assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("candidate", "check"), [
+    ("relu__bad_crash_segfault.py", "crash"), ("relu__bad_timeout_infinite_loop.py", "timeout")])
+def test_a_crash_or_a_hang_names_the_case_it_was_running(candidate: str, check: str) -> None:
+    run = run_opbot("verify", str(CANDIDATES / "refs" / "relu.py"), str(CANDIDATES / candidate),
+                    "--json", "--timeout", "20")
+    result = run.json()
+    reason = next(item for item in result["reasons"] if item["check"] == check)
+    assert reason.get("case"), reason
+    running = [case for case in result["cases"] if case["name"] == reason["case"]]
+    assert len(running) == 1
+    assert running[0]["shapes"]
+    assert not running[0]["passed"]

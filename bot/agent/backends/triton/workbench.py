@@ -19,6 +19,7 @@ from bot.agent.backends.base import (
     Precheck,
     TuningVariant,
 )
+from bot.agent.backends.triton.masks import unmasked_note
 from bot.agent.backends.triton.package import kernel_file, package_files
 from bot.agent.backends.triton.prompts import (
     TRITON_SYSTEM,
@@ -42,6 +43,9 @@ INTERPRETER_CAVEAT = (
     "Python/NumPy: they say nothing about speed on a GPU or an NPU. Run `opbot generate` on "
     "a runner with a device for meaningful numbers."
 )
+
+# Failures a missing mask causes: a dead worker, wrong values, NaN/Inf from garbage reads.
+_BOUNDS_SYMPTOMS = frozenset({"crash", "values", "nan_inf"})
 
 
 @dataclass
@@ -121,7 +125,13 @@ class TritonWorkbench:
             time_it=time_it, timeout_s=self.context.timeout_s))
 
     def feedback(self, result: VerifyResult, candidate: Candidate) -> str:
-        return verification_feedback(result)
+        text = verification_feedback(result)
+        # Out-of-bounds symptoms: point at the accesses that have no mask, by line.
+        if {reason.check for reason in result.reasons} & _BOUNDS_SYMPTOMS:
+            note = unmasked_note(candidate.files.get(self.kernel, ""))
+            if note:
+                text += "\n\n" + note
+        return text
 
     def timing_feedback(self, result: VerifyResult) -> str:
         return timing_feedback(result.timing) if result.timing else ""
