@@ -52,7 +52,8 @@ _BOUNDS_SYMPTOMS = frozenset({"crash", "values", "nan_inf"})
 class TritonWorkbench:
     context: BenchContext
     runner: Runner
-    _starting_draft: str | None = field(default=None, init=False)
+    # The first request's starting draft, kept: a restart asks again without re-tracing.
+    _prompt_draft: list[str | None] = field(default_factory=list, init=False)
     traced_ops: list[str] = field(default_factory=list, init=False)  # from the offline trace
 
     @property
@@ -79,11 +80,13 @@ class TritonWorkbench:
         then carries a worked example of the same category)."""
         if self.context.starting_draft is not None:
             return self.context.starting_draft
-        self.context.progress("preparing a starting draft with the offline generator")
-        try:
-            return self.offline_draft().files[self.kernel]
-        except DraftUnsupported:
-            return None
+        if not self._prompt_draft:
+            self.context.progress("preparing a starting draft with the offline generator")
+            try:
+                self._prompt_draft.append(self.offline_draft().files[self.kernel])
+            except DraftUnsupported:
+                self._prompt_draft.append(None)
+        return self._prompt_draft[0]
 
     def system_prompt(self) -> str:
         return TRITON_SYSTEM
