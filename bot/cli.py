@@ -144,6 +144,9 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
               help="A kernel file the model starts from (e.g. the one under review).")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None,
               help="Drafts at most (default: the policy's, 6).")
+@click.option("--first-drafts", type=click.IntRange(min=1, max=8), default=None,
+              help="First drafts asked of the model at once, in independent chats; the best "
+              "one goes on (default: the policy's, 1). Each counts as an attempt.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None,
               help="LLM tokens at most (default: the policy's budget).")
 @click.option("--time-budget", "time_budget_s", type=click.FloatRange(min=1), default=None,
@@ -156,8 +159,9 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
 def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
              llm_model: str | None, llm_timeout_s: float | None, hint: str | None,
              hint_file: Path | None, starting_draft: Path | None,
-             max_attempts: int | None, max_tokens: int | None, time_budget_s: float | None,
-             policy_file: Path | None, out: Path | None, as_json: bool) -> None:
+             max_attempts: int | None, first_drafts: int | None, max_tokens: int | None,
+             time_budget_s: float | None, policy_file: Path | None, out: Path | None,
+             as_json: bool) -> None:
     """Generate a kernel for REF (an op.yaml or a KernelBench .py), verify it, write it."""
     from bot.agent.llm import llm_configured
     from bot.agent.loop import generate as run_generate
@@ -175,6 +179,7 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
                              model=llm_model, hint=notes, timeout_s=llm_timeout_s,
                              draft=draft) if use_llm else None
         budget = Budget(attempts=max_attempts or policy.attempts,
+                        first_drafts=first_drafts or policy.first_drafts,
                         tokens=max_tokens or policy.token_budget(),
                         seconds=time_budget_s or policy.wall_seconds)
         target = _writable_folder(out or _default_out(ref, spec.name, spec.origin))

@@ -55,7 +55,8 @@ def generate_without_credentials(spec: OpSpec, *, backend: str, out: Path, workd
                                  ) -> GenerateOutcome:
     argv = [sys.executable, "-m", "bot", "generate", str(spec.spec_path), "--backend",
             backend, "--out", str(out), "--json", "--llm", "openai" if llm else "offline",
-            "--max-attempts", str(policy.attempts), "--max-tokens", str(policy.token_budget()),
+            "--max-attempts", str(policy.attempts), "--first-drafts", str(policy.first_drafts),
+            "--max-tokens", str(policy.token_budget()),
             "--time-budget", str(policy.wall_seconds)]
     if hint:
         (workdir / "hint.txt").write_text(hint, encoding="utf-8")

@@ -135,6 +135,7 @@ class Policy:
     trigger_label: str
     min_permission: Permission
     attempts: int
+    first_drafts: int  # independent first drafts asked at once; the best one goes on
     tokens: int
     wall_seconds: float
     usd_per_job: float
@@ -188,7 +189,8 @@ def _from_document(document: Mapping[str, Any],
         repositories=tuple(document.get("repositories") or ()),
         trigger_label=str(trigger["label"]),
         min_permission=trigger["min_permission"],
-        attempts=int(budgets["attempts"]), tokens=int(budgets["tokens"]),
+        attempts=int(budgets["attempts"]), first_drafts=int(budgets["first_drafts"]),
+        tokens=int(budgets["tokens"]),
         wall_seconds=float(budgets["wall_seconds"]), usd_per_job=float(budgets["usd_per_job"]),
         usd_per_day=float(budgets["usd_per_day"]),
         usd_per_million_tokens=float(budgets["usd_per_million_tokens"]),
@@ -244,7 +246,8 @@ def _to_document(policy: Policy) -> dict[str, Any]:
         "version": 1,
         "repositories": list(policy.repositories),
         "trigger": {"label": policy.trigger_label, "min_permission": policy.min_permission},
-        "budgets": {"attempts": policy.attempts, "tokens": policy.tokens,
+        "budgets": {"attempts": policy.attempts, "first_drafts": policy.first_drafts,
+                    "tokens": policy.tokens,
                     "wall_seconds": policy.wall_seconds, "usd_per_job": policy.usd_per_job,
                     "usd_per_day": policy.usd_per_day,
                     "usd_per_million_tokens": policy.usd_per_million_tokens,
@@ -672,6 +675,7 @@ _RULES: dict[str, _Rule] = {
     "trigger.label": _repository_choice,
     "trigger.min_permission": _stricter_permission,
     "budgets.attempts": _at_most,
+    "budgets.first_drafts": _at_most,
     "budgets.tokens": _at_most,
     "budgets.wall_seconds": _at_most,
     "budgets.usd_per_job": _limit(0),

@@ -73,6 +73,12 @@ class TokenCount:
         self.prompt += max(0, completion.prompt_tokens or 0)
         self.completion += max(0, completion.completion_tokens or 0)
 
+    def merge(self, other: TokenCount) -> None:
+        """Another chat's count, added (parallel drafts share one budget)."""
+        self.prompt += other.prompt
+        self.completion += other.completion
+        self.estimated = self.estimated or other.estimated
+
     def charge(self, request: Sequence[Message], completion: Completion) -> bool:
         """Count one exchange: the server's figures where believable, estimates otherwise;
         True when some of it was estimated."""

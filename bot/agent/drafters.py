@@ -9,11 +9,14 @@ failed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from bot.agent.backends.base import Candidate, NoMoreDrafts, Workbench
 from bot.agent.conversation import Conversation, TokenCount
+from bot.agent.llm import LLMError
+from bot.agent.reply import ReplyError
 
 
 class Drafter(Protocol):
@@ -29,6 +32,14 @@ class Drafter(Protocol):
         ...
 
     def revise(self, feedback: str) -> Candidate:
+        ...
+
+    def first_many(self, count: int) -> list[Candidate | ReplyError]:
+        """Up to `count` independent first drafts (a reply without a candidate is its
+        ReplyError); `keep(index)` then says which one goes on."""
+        ...
+
+    def keep(self, index: int) -> None:
         ...
 
     def restart(self, request: str) -> Candidate:
@@ -51,6 +62,12 @@ class OfflineDrafter:
     def revise(self, feedback: str) -> Candidate:
         raise NoMoreDrafts("the offline generator is deterministic: it has one draft")
 
+    def first_many(self, count: int) -> list[Candidate | ReplyError]:
+        return [self.first()]  # deterministic: one draft however many are asked
+
+    def keep(self, index: int) -> None:
+        pass
+
     def restart(self, request: str) -> Candidate:
         raise NoMoreDrafts("the offline generator is deterministic: it has one draft")
 
@@ -66,6 +83,7 @@ class LLMDrafter:
     conversation: Conversation
     model: str
     hint: str | None = None
+    _round: list[Conversation] = field(default_factory=list)  # parallel first chats
 
     @property
     def name(self) -> str:
@@ -83,6 +101,39 @@ class LLMDrafter:
         return self.bench.parse_reply(self.conversation.follow_up(
             self.bench.retry_request(feedback)))
 
+    def first_many(self, count: int) -> list[Candidate | ReplyError]:
+        """`count` chats asked the first request at once (on an interpreter, drafts are cheap
+        to judge; diversity beats one long chat). Replies are parsed one by one: a workbench
+        keeps state. An endpoint failing for every chat raises; for some, those hold none."""
+        system, user = self.bench.system_prompt(), self.bench.first_request(self.hint)
+        base = self.conversation
+        self._round = [base] + [replace(base, tokens=TokenCount(), messages=[])
+                                for _ in range(count - 1)]
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            answers = list(pool.map(lambda chat: _ask_first(chat, system, user), self._round))
+        errors = [item for item in answers if isinstance(item, LLMError)]
+        if len(errors) == len(answers):
+            raise errors[0]
+        for chat in self._round[1:]:  # every chat's tokens count against the one budget
+            base.tokens.merge(chat.tokens)
+        return [self._parsed(item) for item in answers]
+
+    def _parsed(self, answer: str | ReplyError | LLMError) -> Candidate | ReplyError:
+        if isinstance(answer, LLMError):
+            return ReplyError(f"this draft got no reply: {answer}")
+        if isinstance(answer, ReplyError):
+            return answer
+        try:
+            return self.bench.parse_reply(answer)
+        except ReplyError as exc:
+            return exc
+
+    def keep(self, index: int) -> None:
+        """The chat of draft `index` goes on (its history; the tokens stay counted)."""
+        if 0 <= index < len(self._round):
+            self.conversation.messages = list(self._round[index].messages)
+        self._round = []
+
     def restart(self, request: str) -> Candidate:
         # The spec and reference again (a fresh chat knows nothing), then the seed.
         return self.bench.parse_reply(self.conversation.start(
@@ -92,3 +143,10 @@ class LLMDrafter:
     def tune(self, feedback: str) -> Candidate:
         return self.bench.parse_reply(self.conversation.follow_up(
             self.bench.tuning_request(feedback)))
+
+
+def _ask_first(chat: Conversation, system: str, user: str) -> str | ReplyError | LLMError:
+    try:
+        return chat.start(system, user)
+    except (ReplyError, LLMError) as exc:
+        return exc

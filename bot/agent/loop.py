@@ -120,6 +120,7 @@ class Loop:
     restarts: int = 0
     fresh_from: int = 0  # where the current conversation's attempts begin in `scored`
     restart_with: str | None = None  # set when stuck: the next draft starts afresh
+    in_round: bool = False  # judging parallel first drafts: no restarts
     base: int | None = None  # the attempt the next draft builds on, when not the last one
 
     def _reject(self, feedback: str) -> str:
@@ -189,7 +190,7 @@ class Loop:
     def _restart_due(self) -> bool:
         best = self.best
         if best is None or best.written is None or self.restarts >= MAX_RESTARTS or \
-                not is_stuck(self.scored[self.fresh_from:], best):
+                self.in_round or not is_stuck(self.scored[self.fresh_from:], best):
             return False
         self.restarts += 1
         self._restore(best.number, self.candidates[best.number])
@@ -233,7 +234,10 @@ class Loop:
 
     def step(self, feedback: str | None) -> tuple[str | None, bool]:
         """One draft through the checks: (feedback for the next one, whether to stop)."""
-        candidate = self.draft(feedback)
+        return self.judge(self.draft(feedback))
+
+    def judge(self, candidate: Candidate | None) -> tuple[str | None, bool]:
+        """A draft (None: the reply held none) through the checks, scored."""
         if candidate is None:
             return self._scored(Score(Stage.NO_CANDIDATE), self.last_error, None), False
         problems = self.precheck(candidate)
@@ -250,6 +254,38 @@ class Loop:
         rejected = self._reject(self.bench.feedback(result, candidate))
         return self._scored(Score.of(result), rejected, result), False
 
+    def first_round(self, count: int) -> tuple[str | None, bool]:
+        """`count` first drafts asked at once, each judged; the chat of the first that
+        passes, else of the best, goes on."""
+        self.progress(f"drafting {count} first attempts at once with {self.drafter.name}")
+        drafted = self.drafter.first_many(count)
+        texts: dict[int, str | None] = {}
+        self.in_round = True  # a round's failures are siblings, not a model stuck
+        try:
+            for index, item in enumerate(drafted):
+                self.drafts += 1
+                if isinstance(item, ReplyError):
+                    self._reject(str(item))
+                    candidate = None
+                else:
+                    self._drafted(item)
+                    candidate = item
+                texts[self.drafts], stop = self.judge(candidate)
+                if stop:
+                    self.drafter.keep(index)
+                    self.drafts += len(drafted) - index - 1  # asked for, though not judged
+                    return None, True
+        finally:
+            self.in_round = False
+        first = self.drafts - len(drafted) + 1
+        best = self.best.number if self.best and self.best.number >= first else self.drafts
+        self.drafter.keep(best - first)
+        if best in self.candidates:
+            self._restore(best, self.candidates[best])
+        self.fresh_from = len(self.scored)
+        self.notes.append(f"{len(drafted)} first drafts at once: attempt {best} went on")
+        return texts[best], False
+
     def run(self) -> Attempt | None:
         """Draft and verify until a candidate passes or the budget is spent."""
         feedback: str | None = None
@@ -260,7 +296,11 @@ class Loop:
                 self.notes.append(f"budget spent: {exhausted}")
                 return None
             try:
-                feedback, stop = self.step(feedback)
+                if self.drafts == 0 and self.budget.first_drafts > 1:
+                    feedback, stop = self.first_round(min(self.budget.first_drafts,
+                                                          self.budget.attempts))
+                else:
+                    feedback, stop = self.step(feedback)
             except NoMoreDrafts as exc:
                 self.drafts -= 1  # nothing was drafted
                 self.stopped_because = "no_more_drafts"

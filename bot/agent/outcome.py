@@ -20,6 +20,7 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class Budget:
     attempts: int = 6
+    first_drafts: int = 1  # first drafts asked at once (each an attempt); the best goes on
     tokens: int = 200_000
     seconds: float = 1800.0
     tuning_attempts: int = 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -60,11 +61,13 @@ class Transcript:
         self.path = path
         self._redactor = redactor
         self._handle: TextIO = path.open("w", encoding="utf-8")
+        self._lock = threading.Lock()  # parallel first drafts record from several threads
 
     def record(self, kind: str, **fields: Any) -> None:
         entry = self._redactor.scrub({"kind": kind, **fields})
-        self._handle.write(json.dumps(entry, default=str) + "\n")
-        self._handle.flush()
+        with self._lock:
+            self._handle.write(json.dumps(entry, default=str) + "\n")
+            self._handle.flush()
 
     def close(self) -> None:
         self._handle.close()

@@ -17,6 +17,7 @@ from bot.agent.backends.base import (
 )
 from bot.agent.conversation import TokenCount
 from bot.agent.feedback import timing_feedback
+from bot.agent.reply import ReplyError
 from runners.base import Timing, VerifyResult
 
 KERNEL = "kernel.py"
@@ -34,6 +35,7 @@ class TableDrafter:
     tokens: TokenCount = field(default_factory=TokenCount)
 
     requests: list[tuple[str, str]] = field(default_factory=list)  # (kind, text)
+    kept: list[int] = field(default_factory=list)  # the first drafts' chats kept
 
     def _next(self, kind: str, text: str) -> Candidate:
         self.requests.append((kind, text))
@@ -49,6 +51,18 @@ class TableDrafter:
 
     def restart(self, request: str) -> Candidate:
         return self._next("restart", request)
+
+    def first_many(self, count: int) -> list[Candidate | ReplyError]:
+        self.requests.append(("first_many", str(count)))
+        drafted: list[Candidate | ReplyError] = []
+        for _ in range(count):
+            source = self.sources.pop(0)
+            drafted.append(ReplyError(source) if source.startswith("no code") else
+                           candidate(source))
+        return drafted
+
+    def keep(self, index: int) -> None:
+        self.kept.append(index)
 
     def tune(self, feedback: str) -> Candidate:
         self.asked.append(feedback)

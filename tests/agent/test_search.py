@@ -235,3 +235,47 @@ def test_a_restart_is_recorded_and_replayed_on_the_best_draft(
     for entry in candidates:
         replay.attempt(entry["attempt"], entry["files"], entry.get("base"))
     assert bench.restored == ["close"]
+
+
+def test_parallel_first_drafts_go_on_with_the_best(tmp_path: Path,
+                                                   transcript: Transcript) -> None:
+    verdicts = {"broken": failing("build", "same", 3), "close": mismatch(7, 8, 1e-3),
+                "worse": failing("build", "same", 3), "good": passing()}
+    loop, drafter, bench = _loop(tmp_path, transcript,
+                                 ["broken", "close", "no code here", "worse", "good"], verdicts)
+    loop.budget = Budget(attempts=6, first_drafts=4)
+    best = loop.run()
+    assert best is not None
+    assert best.candidate.files[KERNEL] == "good"
+    assert drafter.requests[0] == ("first_many", "4")
+    assert drafter.kept == [1]  # the chat of "close" went on
+    assert bench.restored == ["close"]
+    # Two identical failures among siblings are no stuck model: the next is a revision.
+    assert drafter.requests[1][0] == "revise"
+    assert drafter.requests[1][1].startswith("Attempt 2: ran, with wrong values")
+    assert loop.drafts == 5
+    assert any("4 first drafts at once: attempt 2 went on" in note for note in loop.notes)
+
+
+def test_a_passing_first_draft_stops_the_round(tmp_path: Path,
+                                               transcript: Transcript) -> None:
+    loop, drafter, bench = _loop(tmp_path, transcript, ["broken", "good", "never judged"],
+                                 {"broken": failing("build", "x"), "good": passing()})
+    loop.budget = Budget(attempts=6, first_drafts=3)
+    best = loop.run()
+    assert best is not None
+    assert best.candidate.files[KERNEL] == "good"
+    assert drafter.kept == [1]
+    assert bench.verified == ["broken", "good"]
+    assert loop.drafts == 3  # every draft asked for counts against the budget
+
+
+def test_first_drafts_never_exceed_the_attempts(tmp_path: Path,
+                                                transcript: Transcript) -> None:
+    loop, drafter, _ = _loop(tmp_path, transcript, ["a", "b", "c"],
+                             {"a": failing("build", "x"), "b": failing("build", "y"),
+                              "c": failing("build", "z")}, attempts=2)
+    loop.budget = Budget(attempts=2, first_drafts=8)
+    assert loop.run() is None
+    assert drafter.requests == [("first_many", "2")]
+    assert loop.stopped_because == "budget"
