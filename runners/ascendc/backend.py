@@ -270,7 +270,8 @@ class AscendCBackend:
         if failure is not None:
             return run.result([failure])
         try:
-            shim = write_shim(manifest.namespace, manifest.op, folder / plan.library)
+            shim = write_shim(manifest.namespace, manifest.op, folder / plan.library,
+                              manifest.params)
         except (PackageError, OSError) as exc:
             return run.result([Failure(check="load", message=f"cannot write the candidate "
                                        f"that calls the operator: {exc}")])

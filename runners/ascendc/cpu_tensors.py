@@ -15,19 +15,23 @@ if TYPE_CHECKING:
 
 
 def run_tensors(package: str, program: str, tensors: list[torch.Tensor], outputs: int,
-                cores: int) -> list[torch.Tensor]:
-    """The package's outputs for `tensors` (one dtype, one shape), shaped like the first."""
+                cores: int, *, params: int = 0) -> list[torch.Tensor]:
+    """The package's outputs for `tensors` (the inputs, one dtype, one shape; then `params`
+    parameter tensors, sent as float32), as the CPU twin wrote them."""
     import numpy as np
     import torch
 
     from runners.ascendc.cpumodel import run_numpy
 
-    dtype = str(tensors[0].dtype).removeprefix("torch.")
-    arrays = [tensor.detach().contiguous().cpu().numpy().reshape(-1) for tensor in tensors]
-    results = run_numpy(Path(package), Path(program), dtype, arrays, cores, sandboxed=False)
+    inputs = tensors[:len(tensors) - params] if params else tensors
+    weights = tensors[len(tensors) - params:] if params else []
+    dtype = str(inputs[0].dtype).removeprefix("torch.")
+    arrays = [tensor.detach().contiguous().cpu().numpy() for tensor in inputs]
+    rows = [tensor.detach().float().contiguous().cpu().numpy().reshape(-1)
+            for tensor in weights]
+    results = run_numpy(Path(package), Path(program), dtype, arrays, cores, sandboxed=False,
+                        params=rows)
     if len(results) != outputs:
         raise RuntimeError(f"the CPU twin wrote {len(results)} outputs, the operator has "
                            f"{outputs}")
-    shape = tensors[0].shape
-    return [torch.from_numpy(np.ascontiguousarray(result)).reshape(shape)
-            for result in results]
+    return [torch.from_numpy(np.ascontiguousarray(result)) for result in results]

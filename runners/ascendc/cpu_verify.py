@@ -31,11 +31,10 @@ from runners.ascendc.package import (
     Manifest,
     PackageError,
     kernel_file_name,
-    make_names,
     render_twin,
 )
 from runners.ascendc.parsers.common import excerpt_log
-from runners.ascendc.shim import MODEL_NEW, write_replacing
+from runners.ascendc.shim import model_new_source, write_replacing
 from runners.ascendc.source_rules import MAX_SOURCE_BYTES, source_problems
 from runners.base import (
     Availability,
@@ -149,16 +148,17 @@ def typecheck_stage(folder: Path) -> tuple[StageResult, Failure | None, str | No
 
 def cpu_shim_source(manifest: Manifest, package: Path, program: Path) -> str:
     """The shim: torch.ops.<namespace>.<op> on CPU tensors runs the package's CPU twin."""
-    names = make_names(manifest.op, manifest.inputs, manifest.outputs)  # identifiers only
-    arguments = ", ".join(f"Tensor {name}" for name in names.inputs)
+    names = manifest.names()  # identifiers only
+    arguments = ", ".join(f"Tensor {name}" for name in (*names.inputs, *names.params))
     returns = "Tensor" if manifest.outputs == 1 else \
         "(" + ", ".join(["Tensor"] * manifest.outputs) + ")"
     return _CPU_SHIM.format(namespace=manifest.namespace, op=manifest.op,
                             schema=f"{manifest.op}({arguments}) -> {returns}",
                             package=str(package.resolve()), program=str(program.resolve()),
                             outputs=manifest.outputs, cores=vector_cores(manifest.soc),
-                            model_new=MODEL_NEW.format(namespace=manifest.namespace,
-                                                       op=manifest.op))
+                            params=len(manifest.params),
+                            model_new=model_new_source(manifest.namespace, manifest.op,
+                                                       manifest.params))
 
 
 # Vector cores (AIV) per SoC: the blocks a launch really gets, so a kernel that handles
@@ -187,7 +187,8 @@ _LIBRARY.define({schema!r})
 
 
 def _on_cpu_model(*tensors):
-    outputs = run_tensors({package!r}, {program!r}, list(tensors), {outputs!r}, {cores!r})
+    outputs = run_tensors({package!r}, {program!r}, list(tensors), {outputs!r}, {cores!r},
+                          params={params!r})
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -353,8 +354,8 @@ def _build(folder: Path, manifest: Manifest, stages: list[StageResult],
         twin = work / "twin" / (LEGACY_TWIN if manifest.generation == "legacy" else ASC_TWIN)
         twin.parent.mkdir()
         twin.write_text(render_twin(manifest.generation, sorted(manifest.entries),
-                                    make_names(manifest.op, manifest.inputs,
-                                               manifest.outputs)), encoding="utf-8")
+                                    manifest.names(), pattern=manifest.pattern,
+                                    layouts=manifest.layouts()), encoding="utf-8")
         built = build_program(folder, work / "program", twin=twin)
     except (PackageError, KeyError) as exc:
         stages.append(StageResult("build", False, 0.0, "CPU model"))

@@ -11,6 +11,11 @@ __aicore__`, ascendc.cmake + ascendc_library, ACLRT_LAUNCH_KERNEL: the only one 
 and still shipped since) and "asc" (CANN 9.x: `.asc` kernels, `__global__ __vector__` with
 `__gm__` pointers, find_package(ASC), `<<<numBlocks, 0, stream>>>`).
 
+Two kernel patterns (runners/ascendc/contract.py): "elementwise" (the flat split above)
+and "rows" (a reduction over the last dimension, then a pass over the row; module
+parameters after the inputs): runners/ascendc/rows.py renders its kernel, tiling and
+binding; the twin, tests and benchmark here take its row length and parameters.
+
 `build_plan` says how to build, test and profile a package as argv lists; build.sh is
 rendered from the same plans, so the script and the runner cannot drift apart.
 """
@@ -18,186 +23,67 @@ rendered from the same plans, so the script and the runner cannot drift apart.
 from __future__ import annotations
 
 import json
-import keyword
 import re
 import shlex
-import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from runners.ascendc.contract import (
+    ASC_LAUNCH_PROLOGUE,
+    DEFAULT_NPU_ARCH,
+    DEFAULT_SOC,
+    GENERATIONS,
+    KERNEL_DTYPES,
+    LEGACY_LAUNCH_PROLOGUE,
+    MAX_PARAM_ELEMENTS,
+    OUTPUT_LAYOUTS,
+    PATTERN_SCALARS,
+    PATTERNS,
+    TEMPLATES,
+    DtypeInfo,
+    Generation,
+    KernelBody,
+    Names,
+    OutputLayout,
+    PackageError,
+    PackageRequest,
+    ParamSpec,
+    Pattern,
+    compute_slots_of,
+    declared_constant,
+    dispatch_cases,
+    gm_type,
+    indent_lines,
+    kernel_file_name,
+    launch_pieces,
+    make_names,
+    render_entries,
+    render_template,
+)
 from runners.ascendc.detect import ASCENDC_CMAKE_DIRS
+from runners.ascendc.rows import render_row_binding, render_row_kernel, render_row_tiling
 from runners.base import DEFAULT_TOLERANCES
 
-Generation = Literal["legacy", "asc"]
-GENERATIONS: tuple[str, ...] = get_args(Generation)
+# The contract's names, re-exported: generators and runners import them from here.
+__all__ = [
+    "ASC_LAUNCH_PROLOGUE", "DEFAULT_NPU_ARCH", "DEFAULT_SOC", "GENERATIONS", "KERNEL_DTYPES",
+    "LEGACY_LAUNCH_PROLOGUE", "MAX_PARAM_ELEMENTS", "OUTPUT_LAYOUTS", "PATTERNS",
+    "PATTERN_SCALARS", "TEMPLATES", "DtypeInfo", "Generation", "KernelBody", "Names",
+    "OutputLayout", "PackageError", "PackageRequest", "ParamSpec", "Pattern",
+    "compute_slots_of", "declared_constant", "dispatch_cases", "gm_type", "indent_lines",
+    "kernel_file_name", "launch_pieces", "make_names", "render_entries", "render_template",
+]
+
 Mode = Literal["npu", "cpu", "profile"]
 MODES: tuple[str, ...] = get_args(Mode)
 
-DEFAULT_SOC = "Ascend910B3"
-DEFAULT_NPU_ARCH = "dav-2201"
 PROFILE_WARM_UP = 20
 TAIL_SIZES = (1, 31, 33, 1000003)  # odd sizes: no 32-byte multiple, and not per-core even
+# Rows pattern: rows of odd lengths, one row, and more rows than any SoC has vector cores.
+ROW_TAIL_SHAPES = ((1, 1), (3, 31), (97, 33), (5, 1001))
 MANIFEST = "opbot.json"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-
-
-@dataclass(frozen=True)
-class DtypeInfo:
-    ctype: str  # the kernel's element type
-    aten: str  # the ScalarType constant in the binding
-    size: int
-
-
-KERNEL_DTYPES: dict[str, DtypeInfo] = {
-    "float32": DtypeInfo("float", "at::kFloat", 4),
-    "float16": DtypeInfo("half", "at::kHalf", 2),
-}
-
-# Names the templates use for their own locals: arguments must not shadow them.
-_RESERVED = frozenset({
-    "tile", "count", "start", "totalLength", "blockLength", "tileLength", "op", "stream",
-    "tiling", "numel", "core", "dtype", "m", "platform", "info", "tensor", "tensors", "first",
-    "half", "float", "main", "argc", "argv", "bytes", "cores", "ubBytes", "total",
-})
-_CPP_KEYWORDS = frozenset({
-    "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char",
-    "class", "const", "constexpr", "continue", "default", "delete", "do", "double", "else",
-    "enum", "explicit", "export", "extern", "false", "for", "friend", "goto", "if", "inline",
-    "int", "long", "mutable", "namespace", "new", "noexcept", "not", "nullptr", "operator",
-    "or", "private", "protected", "public", "register", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try",
-    "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
-    "while", "xor",
-})
-_COMPUTE_SLOTS = re.compile(r"\bCOMPUTE_SLOTS\s*=\s*(\d+)\s*;")
-
-
-class PackageError(ValueError):
-    """The request cannot become a package (bad name, dtype, or kernel source)."""
-
-
-# --------------------------------------------------------------------------- templates
-
-
-# `@{name}` only; `@@{` escapes. Bare `@` (decorators, `$@`) never matches.
-_PLACEHOLDER = r"""
-@(?:
-  (?P<escaped>@(?=\{)) |
-  \{(?P<braced>[a-z_][a-z0-9_]*)\} |
-  (?P<named>(?!)) |
-  (?P<invalid>(?!))
-)
-"""
-
-
-class _Template(string.Template):
-    """Placeholders are `@{name}` only: C++ braces, CMake `${VAR}`, shell `$@` stay literal."""
-
-    delimiter = "@"
-    pattern = _PLACEHOLDER  # type: ignore[assignment]  # Template compiles the string
-
-
-@cache
-def _template_text(name: str) -> str:
-    return (TEMPLATES / name).read_text(encoding="utf-8")
-
-
-def render_template(name: str, values: Mapping[str, object]) -> str:
-    """Fill one template; a placeholder without a value is a bug, so it raises KeyError."""
-    return _Template(_template_text(name)).substitute({k: str(v) for k, v in values.items()})
-
-
-# --------------------------------------------------------------------------- the request
-
-
-@dataclass(frozen=True)
-class KernelBody:
-    """The compute chain of one tile, as a generator writes it.
-
-    `compute` holds C++ statements over float32 LocalTensors: inputs `x0..`, outputs `y0..`
-    (write each one), scratch slots `s0..s{compute_slots-1}`, and the element count
-    `count`. Everything else in the kernel is rendered around them.
-    """
-
-    compute: tuple[str, ...]
-    compute_slots: int
-    summary: str
-
-
-@dataclass(frozen=True)
-class PackageRequest:
-    op: str
-    generation: Generation
-    body: KernelBody
-    inputs: tuple[str, ...]  # tensor arguments, in forward order
-    outputs: int = 1
-    dtypes: tuple[str, ...] = ("float32",)
-    cases: tuple[Mapping[str, Any], ...] = ()  # CaseSpec.to_json() dicts for the NPU test
-    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    init_args: Sequence[Any] | None = None
-    perf_case: Mapping[str, Any] | None = None
-    derive_tail_cases: bool = True
-    soc: str = DEFAULT_SOC
-    npu_arch: str = DEFAULT_NPU_ARCH
-    kernel_source: str | None = None  # a complete kernel written elsewhere (the agent)
-
-
-@dataclass(frozen=True)
-class Names:
-    """Every identifier derived from the op name and its arguments."""
-
-    op: str
-    namespace: str  # torch.ops.<namespace>.<op> and the kernel's C++ namespace
-    class_name: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-    @property
-    def kernel_file(self) -> str:
-        return f"{self.op}_kernel"
-
-    @property
-    def library(self) -> str:
-        return f"build-npu/lib{self.op}_ops.so"
-
-    @property
-    def cpu_twin(self) -> str:
-        return f"build-cpu/{self.op}_cpu_twin"
-
-    def entry(self, dtype: str) -> str:
-        return f"{self.op}_{dtype}"
-
-
-def kernel_file_name(op: str, generation: str) -> str:
-    return f"{op}_kernel.{'cpp' if generation == 'legacy' else 'asc'}"
-
-
-def _identifier(name: str, index: int, taken: set[str]) -> str:
-    clean = re.sub(r"\W", "_", name).strip("_") or f"x{index}"
-    if clean[0].isdigit() or clean in _RESERVED or clean in _CPP_KEYWORDS \
-            or keyword.iskeyword(clean):
-        clean = f"{clean}_in"
-    while clean in taken:
-        clean = f"{clean}_{index}"
-    taken.add(clean)
-    return clean
-
-
-def make_names(op: str, inputs: Sequence[str], outputs: int) -> Names:
-    if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", op):
-        raise PackageError(f"op name {op!r} must match ^[a-z][a-z0-9_]*$ (at most 64 chars)")
-    if not inputs or outputs < 1:
-        raise PackageError("an elementwise package needs at least one input and one output")
-    taken: set[str] = set()
-    input_names = tuple(_identifier(name, index, taken) for index, name in enumerate(inputs))
-    output_names = tuple(_identifier("out" if outputs == 1 else f"out{index}", index, taken)
-                         for index in range(outputs))
-    camel = "".join(part.capitalize() for part in op.split("_") if part)
-    return Names(op=op, namespace=f"opbot_{op}", class_name=camel, inputs=input_names,
-                 outputs=output_names)
 
 
 def _check_request(request: PackageRequest) -> None:
@@ -206,25 +92,21 @@ def _check_request(request: PackageRequest) -> None:
     unknown = [dtype for dtype in request.dtypes if dtype not in KERNEL_DTYPES]
     if unknown or not request.dtypes:
         raise PackageError(f"kernels exist for {sorted(KERNEL_DTYPES)}, not {unknown or '[]'}")
-    if request.body.compute_slots < 0:
-        raise PackageError("compute_slots must be >= 0")
-
-
-def compute_slots_of(source: str) -> int:
-    """The COMPUTE_SLOTS a hand- or model-written kernel declares (the host tiling needs it)."""
-    found = _COMPUTE_SLOTS.search(source)
-    if found is None:
-        raise PackageError("the kernel source must declare `constexpr uint32_t COMPUTE_SLOTS "
-                           "= <float32 scratch tiles per element>;` for the host tiling")
-    return int(found.group(1))
+    if request.body.compute_slots < 0 or request.body.stat_slots < 0:
+        raise PackageError("compute_slots and stat_slots must be >= 0")
+    if request.pattern not in PATTERNS:
+        raise PackageError(f"pattern {request.pattern!r} is not one of {PATTERNS}")
+    if request.pattern == "elementwise" and (request.params or set(request.layouts())
+                                             != {"input"}):
+        raise PackageError("an elementwise package takes no parameters and writes outputs "
+                           "shaped like its inputs; use the rows pattern")
+    layouts = request.layouts()
+    if len(layouts) != request.outputs or not set(layouts) <= set(OUTPUT_LAYOUTS):
+        raise PackageError(f"output_layouts {list(layouts)}: one of {OUTPUT_LAYOUTS} per "
+                           "output")
 
 
 # --------------------------------------------------------------------------- kernel
-
-
-def _lines(items: Iterable[str], indent: int = 8) -> str:
-    pad = " " * indent
-    return "\n".join(pad + item if item else "" for item in items)
 
 
 def _kernel_queues(names: Names) -> dict[str, str]:
@@ -232,38 +114,38 @@ def _kernel_queues(names: Names) -> dict[str, str]:
     inputs = list(enumerate(names.inputs))
     outputs = list(enumerate(names.outputs))
     return {
-        "set_global_buffers": _lines(
+        "set_global_buffers": indent_lines(
             [f"inGm{i}_.SetGlobalBuffer((__gm__ T*){name} + start, length_);"
              for i, name in inputs]
             + [f"outGm{k}_.SetGlobalBuffer((__gm__ T*){name} + start, length_);"
                for k, name in outputs]),
-        "init_queues": _lines(
+        "init_queues": indent_lines(
             [f"pipe_.InitBuffer(inQueue{i}_, BUFFER_NUM, tileLength * sizeof(T));"
              for i, _ in inputs]
             + [f"pipe_.InitBuffer(outQueue{k}_, BUFFER_NUM, tileLength * sizeof(T));"
                for k, _ in outputs]),
-        "copy_in": _lines(line for i, _ in inputs for line in (
+        "copy_in": indent_lines(line for i, _ in inputs for line in (
             f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.AllocTensor<T>();",
             f"AscendC::DataCopyPad(in{i}, inGm{i}_[tile * tileLength_], copyParams, padParams);",
             f"inQueue{i}_.EnQue(in{i});")),
-        "dequeue": _lines(
+        "dequeue": indent_lines(
             [f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.DeQue<T>();" for i, _ in inputs]
             + [f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.AllocTensor<T>();"
                for k, _ in outputs]),
-        "finish": _lines(
+        "finish": indent_lines(
             [f"Narrow(out{k}, y{k}, count);" for k, _ in outputs]
             + [f"outQueue{k}_.EnQue<T>(out{k});" for k, _ in outputs]
             + [f"inQueue{i}_.FreeTensor(in{i});" for i, _ in inputs]),
-        "copy_out": _lines(line for k, _ in outputs for line in (
+        "copy_out": indent_lines(line for k, _ in outputs for line in (
             f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.DeQue<T>();",
             f"AscendC::DataCopyPad(outGm{k}_[tile * tileLength_], out{k}, copyParams);",
             f"outQueue{k}_.FreeTensor(out{k});")),
-        "queue_members": _lines(
+        "queue_members": indent_lines(
             [f"AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> inQueue{i}_;"
              for i, _ in inputs]
             + [f"AscendC::TQue<AscendC::QuePosition::VECOUT, BUFFER_NUM> outQueue{k}_;"
                for k, _ in outputs], indent=4),
-        "gm_members": _lines(
+        "gm_members": indent_lines(
             [f"AscendC::GlobalTensor<T> inGm{i}_;" for i, _ in inputs]
             + [f"AscendC::GlobalTensor<T> outGm{k}_;" for k, _ in outputs], indent=4),
     }
@@ -276,32 +158,16 @@ def _kernel_views(names: Names, slots: int) -> str:
               f"Target(out{k}, COMPUTE_SLOTS + NUM_INPUTS + {k});"
               for k in range(len(names.outputs))]
     scratch = [f"const AscendC::LocalTensor<float> s{j} = Slot({j});" for j in range(slots)]
-    return _lines(widen + target + scratch)
-
-
-def _gm_type(generation: str) -> str:
-    # Legacy kernels take GM_ADDR (a macro for `__gm__ uint8_t*`); ASC spells it out.
-    return "GM_ADDR" if generation == "legacy" else "__gm__ uint8_t*"
-
-
-def _entries(request: PackageRequest, names: Names) -> str:
-    gm = _gm_type(request.generation)
-    arguments = [*names.inputs, *names.outputs]
-    qualifier = "__aicore__" if request.generation == "legacy" else "__vector__"
-    rendered = [render_template("entry.cpp.in", {
-        "kernel_qualifier": qualifier, "entry": names.entry(dtype),
-        "params": ", ".join(f"{gm} {name}" for name in arguments),
-        "namespace": names.namespace, "class_name": names.class_name,
-        "ctype": KERNEL_DTYPES[dtype].ctype, "args": ", ".join(arguments),
-    }) for dtype in request.dtypes]
-    return "\n".join(rendered).rstrip("\n")
+    return indent_lines(widen + target + scratch)
 
 
 def render_kernel(request: PackageRequest, names: Names) -> str:
+    if request.pattern == "rows":
+        return render_row_kernel(request, names)
     title = ("legacy toolchain (ascendc_library; CANN 8.x, still built by 9.x)"
              if request.generation == "legacy"
              else "ASC toolchain (CANN 9.x, find_package(ASC))")
-    gm = _gm_type(request.generation)
+    gm = gm_type(request.generation)
     return render_template("kernel.cpp.in", {
         "op": names.op, "summary": request.body.summary, "generation_title": title,
         "namespace": names.namespace, "class_name": names.class_name,
@@ -309,8 +175,8 @@ def render_kernel(request: PackageRequest, names: Names) -> str:
         "compute_slots": request.body.compute_slots,
         "init_params": ", ".join(f"{gm} {name}" for name in (*names.inputs, *names.outputs)),
         "views": _kernel_views(names, request.body.compute_slots),
-        "compute": _lines(request.body.compute),
-        "entries": _entries(request, names),
+        "compute": indent_lines(request.body.compute),
+        "entries": render_entries(request, names),
         **_kernel_queues(names),
     })
 
@@ -319,6 +185,8 @@ def render_kernel(request: PackageRequest, names: Names) -> str:
 
 
 def render_tiling(request: PackageRequest, names: Names, compute_slots: int) -> str:
+    if request.pattern == "rows":
+        return render_row_tiling(request, names, compute_slots)
     return render_template("tiling.h.in", {
         "op": names.op, "guard": f"OPBOT_{names.op.upper()}_TILING_H",
         "num_inputs": len(names.inputs), "num_outputs": len(names.outputs),
@@ -326,43 +194,9 @@ def render_tiling(request: PackageRequest, names: Names, compute_slots: int) -> 
     })
 
 
-def _launch_args(names: Names) -> str:
-    arguments = ", ".join([*names.inputs, *names.outputs])
-    # The continuation is indented for its place inside Launch's switch.
-    return f"{arguments},\n{' ' * 16}tiling.totalLength, tiling.blockLength, tiling.tileLength"
-
-
-def _dispatch_cases(request: PackageRequest, names: Names) -> str:
-    """One case per dtype: the launch, then its error code checked (CheckLaunch)."""
-    cases: list[str] = []
-    for dtype in request.dtypes:
-        entry = names.entry(dtype)
-        if request.generation == "legacy":
-            # The generated aclrtlaunch_<entry>() returns the launch's error code.
-            launch = [f'CheckLaunch("{entry}", ACLRT_LAUNCH_KERNEL({entry})(tiling.blockDim, '
-                      f"stream, {_launch_args(names)}));"]
-        else:
-            launch = [f"{entry}<<<tiling.blockDim, 0, stream>>>({_launch_args(names)});",
-                      f'CheckLaunch("{entry}", aclrtGetLastError(ACL_RT_THREAD_LEVEL));']
-        cases += [f"case {KERNEL_DTYPES[dtype].aten}:", *(f"    {line}" for line in launch),
-                  "    break;"]
-    return _lines(cases)
-
-
-# <<<>>> returns nothing; the runtime keeps a failed launch's code as the thread's last error.
-_ASC_LAUNCH_PROLOGUE = (
-    "// A <<<>>> launch returns nothing: a failed one leaves its code as this thread's last",
-    "// runtime error. Reading (and so clearing) it first drops a code an earlier call left",
-    "// behind, so the check after the launch blames the launch only.",
-    "(void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);",
-)
-_LEGACY_LAUNCH_PROLOGUE = (
-    "// ACLRT_LAUNCH_KERNEL(k)(...) calls the generated aclrtlaunch_k(), which returns the",
-    "// launch's error code (0: the kernel is on the stream).",
-)
-
-
 def render_binding(request: PackageRequest, names: Names) -> str:
+    if request.pattern == "rows":
+        return render_row_binding(request, names)
     contiguous = [f"{name}_c" for name in names.inputs]
     outputs = list(names.outputs)
     if request.generation == "legacy":
@@ -380,18 +214,18 @@ def render_binding(request: PackageRequest, names: Names) -> str:
         "op": names.op, "namespace": names.namespace, "launch_note": note,
         "arg_list": ", ".join(names.inputs), "launch_includes": includes,
         "launch_params": ", ".join(f"uint8_t* {name}" for name in (*names.inputs, *outputs)),
-        "launch_prologue": _lines(_LEGACY_LAUNCH_PROLOGUE if request.generation == "legacy"
-                                  else _ASC_LAUNCH_PROLOGUE, indent=4),
-        "dispatch_cases": _dispatch_cases(request, names),
+        "launch_prologue": indent_lines(LEGACY_LAUNCH_PROLOGUE if request.generation == "legacy"
+                                  else ASC_LAUNCH_PROLOGUE, indent=4),
+        "dispatch_cases": dispatch_cases(request, names),
         "dtype_list": ", ".join(request.dtypes),
         "return_type": (f"std::tuple<{', '.join(['at::Tensor'] * len(outputs))}>" if many
                         else "at::Tensor"),
         "tensor_params": ", ".join(f"const at::Tensor& {name}" for name in names.inputs),
-        "contiguous": _lines([f"const at::Tensor {c} = {name}.contiguous();"
+        "contiguous": indent_lines([f"const at::Tensor {c} = {name}.contiguous();"
                               for c, name in zip(contiguous, names.inputs, strict=True)], indent=4),
         "checked": ", ".join(f'{{"{name}", {c}}}'
                              for name, c in zip(names.inputs, contiguous, strict=True)),
-        "allocate": _lines([f"at::Tensor {name} = at::empty_like({contiguous[0]});"
+        "allocate": indent_lines([f"at::Tensor {name} = at::empty_like({contiguous[0]});"
                             for name in outputs], indent=4),
         "first": contiguous[0],
         "result": f"std::make_tuple({', '.join(outputs)})" if many else outputs[0],
@@ -402,21 +236,68 @@ def render_binding(request: PackageRequest, names: Names) -> str:
     })
 
 
-def _twin_files(names: Names) -> tuple[list[str], list[str], str]:
+@dataclass(frozen=True)
+class _TwinFiles:
+    """The twin's tensor files in argv order, each with the C++ expression of its size."""
+
+    ins: list[str]
+    outs: list[str]
+    sizes: dict[str, str]  # buffer name -> its size in bytes
+    usage: str
+    pattern: str
+
+    @property
+    def buffers(self) -> list[str]:
+        return self.ins + self.outs
+
+
+def _twin_files(names: Names, pattern: str = "elementwise",
+                layouts: Sequence[str] = ()) -> _TwinFiles:
+    """Inputs (then parameters, read like inputs) and outputs of the twin, in argv order."""
     ins = [f"in{i}" for i in range(len(names.inputs))]
+    params = [f"param{j}" for j in range(len(names.params))]
     outs = [f"out{k}" for k in range(len(names.outputs))]
-    usage = " ".join([f"<{name}.bin>" for name in names.inputs]
-                     + [f"<{name}.bin>" for name in names.outputs])
-    return ins, outs, usage
+    layouts = list(layouts) or ["input"] * len(outs)
+    sizes = {name: "bytes" for name in ins}
+    sizes.update({name: "paramBytes" for name in params})
+    sizes.update({name: "rowBytes" if layout == "rows" else "bytes"
+                  for name, layout in zip(outs, layouts, strict=True)})
+    usage = " ".join(f"<{name}.bin>" for name in names.tensors)
+    return _TwinFiles(ins + params, outs, sizes, usage, pattern)
 
 
-def _twin_legacy(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
-    ins, outs, _ = _twin_files(names)
+def _twin_scalars(pattern: str) -> dict[str, str]:
+    """The argv, tiling and scalar-struct pieces that differ between the patterns."""
+    fields = PATTERN_SCALARS[pattern]
+    common = {"twin_fields": indent_lines([f"uint32_t {name};" for name in fields], 4),
+              "twin_packed": ", ".join(f"tiling.{name}" for name in fields)}
+    if pattern == "rows":
+        # The row length comes after the fixed arguments of the elementwise twin.
+        return {**common, "shape_usage": "<elements>", "fixed_args": "6",
+                "parse_extra": "\n    const uint64_t rowLength = std::strtoull(argv[5], "
+                               "nullptr, 10);",
+                "tiling_call": "ComputeTiling(rowLength == 0 ? 0 : total / rowLength, "
+                               "rowLength, elementBytes, cores, ubBytes)",
+                "extra_sizes": "\n    // Parameters are float32 rows; per-row outputs hold "
+                               "one value per row.\n    const size_t paramBytes = rowLength * "
+                               "sizeof(float);\n    const size_t rowBytes = (rowLength == 0 ? "
+                               "0 : total / rowLength) * elementBytes;",
+                "size_params": "size_t bytes, size_t paramBytes, size_t rowBytes",
+                "size_args": "bytes, paramBytes, rowBytes"}
+    return {**common, "shape_usage": "<elements>", "fixed_args": "5", "parse_extra": "",
+            "tiling_call": "ComputeTiling(total, elementBytes, cores, ubBytes)",
+            "extra_sizes": "", "size_params": "size_t bytes", "size_args": "bytes"}
+
+
+def _twin_legacy(files: _TwinFiles, names: Names, dtypes: Sequence[str]) -> dict[str, str]:
+    ins, outs = files.ins, files.outs
     alloc: list[str] = []
     for index, name in enumerate(ins + outs):
-        alloc.append(f"uint8_t* {name} = static_cast<uint8_t*>(AscendC::GmAlloc(bytes));")
+        alloc.append(f"uint8_t* {name} = static_cast<uint8_t*>(AscendC::GmAlloc("
+                     f"{files.sizes[name]}));")
         if index < len(ins):
-            alloc += [f"if (!ReadFile(argv[FIXED_ARGS + {index}], {name}, bytes)) {{",
+            alloc += [f"if (!ReadFile(argv[FIXED_ARGS + {index}], {name}, "
+                      f"{files.sizes[name]})) {{",
                       f'    std::fprintf(stderr, "cannot read %s\\n", argv[FIXED_ARGS + {index}]);',
                       "    return 1;", "}"]
     run: list[str] = []
@@ -427,89 +308,98 @@ def _twin_legacy(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
     write: list[str] = []
     for k, name in enumerate(outs):
         slot = f"FIXED_ARGS + {len(ins) + k}"
-        write += [f"if (!WriteFile(argv[{slot}], {name}, bytes)) {{",
+        write += [f"if (!WriteFile(argv[{slot}], {name}, {files.sizes[name]})) {{",
                   f'    std::fprintf(stderr, "cannot write %s\\n", argv[{slot}]);',
                   "    return 1;", "}"]
-    gm = _gm_type("legacy")
+    gm = gm_type("legacy")
+    fields = PATTERN_SCALARS[files.pattern]
+    scalars = ", ".join(f"uint32_t {name}" for name in fields)
     prototypes = [f'extern "C" __global__ __aicore__ void {names.entry(dtype)}('
-                  f"{', '.join(f'{gm} {name}' for name in ins + outs)}, uint32_t totalLength, "
-                  "uint32_t blockLength, uint32_t tileLength);" for dtype in dtypes]
+                  f"{', '.join(f'{gm} {name}' for name in ins + outs)}, {scalars});"
+                  for dtype in dtypes]
     pointers = ", ".join(f"{gm} {name}" for name in ins + outs)
+    unpacked = ", ".join(f"tiling->{name}" for name in fields)
     adapters: list[str] = []
     for dtype in dtypes:
         adapters += [f'extern "C" __global__ __aicore__ void {names.entry(dtype)}_twin('
                      f"{pointers}, {gm} scalars)", "{",
                      "    const TwinScalars* tiling = reinterpret_cast<const TwinScalars*>"
                      "(scalars);",
-                     f"    {names.entry(dtype)}({', '.join(ins + outs)}, tiling->totalLength, "
-                     "tiling->blockLength, tiling->tileLength);", "}", ""]
+                     f"    {names.entry(dtype)}({', '.join(ins + outs)}, {unpacked});", "}", ""]
     return {"prototypes": "\n".join(prototypes), "adapters": "\n".join(adapters).rstrip(),
-            "alloc_files": _lines(alloc, 4),
-            "run_kernels": _lines(run, 4), "write_outputs": _lines(write, 4),
-            "free_buffers": _lines([f"AscendC::GmFree({name});" for name in ins + outs], 4)}
+            "alloc_files": indent_lines(alloc, 4),
+            "run_kernels": indent_lines(run, 4), "write_outputs": indent_lines(write, 4),
+            "free_buffers": indent_lines([f"AscendC::GmFree({name});" for name in ins + outs], 4)}
 
 
-def _twin_asc(names: Names, dtypes: Sequence[str]) -> dict[str, str]:
-    ins, outs, _ = _twin_files(names)
+def _twin_asc(files: _TwinFiles, names: Names, dtypes: Sequence[str]) -> dict[str, str]:
+    ins, outs = files.ins, files.outs
     alloc: list[str] = []
     for index, name in enumerate(ins + outs):
-        alloc.append(f"std::vector<uint8_t> {name}Host(bytes);")
+        size = files.sizes[name]
+        alloc.append(f"std::vector<uint8_t> {name}Host({size});")
         if index < len(ins):
             alloc += [f"if (!ReadFile(argv[FIXED_ARGS + {index}], {name}Host)) {{",
                       f'    std::fprintf(stderr, "cannot read %s\\n", argv[FIXED_ARGS + {index}]);',
                       "    return 1;", "}"]
         alloc += [f"uint8_t* {name} = nullptr;",
-                  f"aclrtMalloc(reinterpret_cast<void**>(&{name}), bytes, "
+                  f"aclrtMalloc(reinterpret_cast<void**>(&{name}), {size}, "
                   "ACL_MEM_MALLOC_HUGE_FIRST);"]
         if index < len(ins):
-            alloc.append(f"aclrtMemcpy({name}, bytes, {name}Host.data(), bytes, "
+            alloc.append(f"aclrtMemcpy({name}, {size}, {name}Host.data(), {size}, "
                          "ACL_MEMCPY_HOST_TO_DEVICE);")
+    scalars = ", ".join(f"tiling.{name}" for name in PATTERN_SCALARS[files.pattern])
     run: list[str] = []
     for dtype in dtypes:
         run += [f'if (std::strcmp(dtype, "{dtype}") == 0) {{',
                 f"    {names.entry(dtype)}<<<tiling.blockDim, 0, stream>>>("
-                f"{', '.join(ins + outs)}, tiling.totalLength, tiling.blockLength, "
-                "tiling.tileLength);", "}"]
+                f"{', '.join(ins + outs)}, {scalars});", "}"]
     write: list[str] = []
     for k, name in enumerate(outs):
         slot = f"FIXED_ARGS + {len(ins) + k}"
-        write += [f"aclrtMemcpy({name}Host.data(), bytes, {name}, bytes, "
+        size = files.sizes[name]
+        write += [f"aclrtMemcpy({name}Host.data(), {size}, {name}, {size}, "
                   "ACL_MEMCPY_DEVICE_TO_HOST);",
                   f"if (!WriteFile(argv[{slot}], {name}Host)) {{",
                   f'    std::fprintf(stderr, "cannot write %s\\n", argv[{slot}]);',
                   "    return 1;", "}"]
     # The OPBOT_CPU_MODEL driver is the legacy twin's (GmAlloc, adapters, ICPU_RUN_KF) with
     # the ASC kernels' `__gm__ uint8_t*` parameters and pointer-based file helpers.
-    model = _twin_legacy(names, dtypes)
+    model = _twin_legacy(files, names, dtypes)
 
     def gm_files(text: str) -> str:
         return text.replace("ReadFile(", "ReadGm(").replace("WriteFile(", "WriteGm(")
 
-    return {"alloc_files": _lines(alloc, 4), "run_kernels": _lines(run, 4),
-            "write_outputs": _lines(write, 4),
-            "free_buffers": _lines([f"aclrtFree({name});" for name in ins + outs], 4),
-            "model_adapters": model["adapters"].replace("GM_ADDR", _gm_type("asc")),
+    return {"alloc_files": indent_lines(alloc, 4), "run_kernels": indent_lines(run, 4),
+            "write_outputs": indent_lines(write, 4),
+            "free_buffers": indent_lines([f"aclrtFree({name});" for name in ins + outs], 4),
+            "model_adapters": model["adapters"].replace("GM_ADDR", gm_type("asc")),
             "model_alloc": gm_files(model["alloc_files"]), "model_run": model["run_kernels"],
             "model_write": gm_files(model["write_outputs"]),
             "model_free": model["free_buffers"]}
 
 
 def render_cpu_twin(request: PackageRequest, names: Names) -> str:
-    return render_twin(request.generation, request.dtypes, names)
+    return render_twin(request.generation, request.dtypes, names, pattern=request.pattern,
+                       layouts=request.layouts())
 
 
-def render_twin(generation: Generation, dtypes: Sequence[str], names: Names) -> str:
+def render_twin(generation: Generation, dtypes: Sequence[str], names: Names, *,
+                pattern: str = "elementwise", layouts: Sequence[str] = ()) -> str:
     """The CPU twin's source; the CPU model renders its own from the manifest's facts, so a
     package's twin (a file anyone can edit) never decides what runs there."""
-    _, _, usage = _twin_files(names)
-    sizes = _lines([line for dtype in dtypes for line in (
+    files = _twin_files(names, pattern, layouts)
+    sizes = indent_lines([line for dtype in dtypes for line in (
         f'if (std::strcmp(dtype, "{dtype}") == 0) {{',
         f"    return {KERNEL_DTYPES[dtype].size};", "}")], 4)
+    usage = f"<rowLength> {files.usage}" if pattern == "rows" else files.usage
     common = {"op": names.op, "dtype_choices": "|".join(dtypes), "file_args": usage,
-              "num_files": len(names.inputs) + len(names.outputs), "dtype_sizes": sizes}
+              "num_files": len(names.tensors), "dtype_sizes": sizes,
+              **_twin_scalars(pattern)}
     if generation == "legacy":
-        return render_template("cpu_twin.legacy.cpp.in", {**common, **_twin_legacy(names, dtypes)})
-    return render_template("cpu_twin.asc.in", {**common, **_twin_asc(names, dtypes)})
+        return render_template("cpu_twin.legacy.cpp.in",
+                               {**common, **_twin_legacy(files, names, dtypes)})
+    return render_template("cpu_twin.asc.in", {**common, **_twin_asc(files, names, dtypes)})
 
 
 def render_cmake(request: PackageRequest, names: Names) -> str:
@@ -542,19 +432,26 @@ def _tail_cases(request: PackageRequest) -> list[dict[str, Any]]:
     template = request.cases[0]["inputs"] if request.cases else None
     cases: list[dict[str, Any]] = []
     seed = len(request.cases)
+    sizes: Sequence[Any] = ROW_TAIL_SHAPES if request.pattern == "rows" else TAIL_SIZES
     for dtype in request.dtypes:
-        for size in TAIL_SIZES:
+        for size in sizes:
             inputs: list[dict[str, Any]] = []
             if template is None:
-                inputs = [{"kind": "tensor", "shape": [size], "dtype": dtype, "init": "randn",
-                           "low": None, "high": None, "value": None} for _ in request.inputs]
+                inputs = [{"kind": "tensor", "shape": _shape(size), "dtype": dtype,
+                           "init": "randn", "low": None, "high": None, "value": None}
+                          for _ in request.inputs]
             else:
                 for item in template:
-                    inputs.append({**item, "shape": [size], "dtype": dtype}
+                    inputs.append({**item, "shape": _shape(size), "dtype": dtype}
                                   if item["kind"] == "tensor" else dict(item))
-            cases.append({"name": f"tail{size}-{dtype}", "seed": seed, "inputs": inputs})
+            label = "x".join(str(dim) for dim in _shape(size))
+            cases.append({"name": f"tail{label}-{dtype}", "seed": seed, "inputs": inputs})
             seed += 1
     return cases
+
+
+def _shape(size: int | tuple[int, ...]) -> list[int]:
+    return list(size) if isinstance(size, tuple) else [size]
 
 
 def npu_cases(request: PackageRequest) -> list[dict[str, Any]]:
@@ -595,10 +492,12 @@ def _tolerances(request: PackageRequest) -> dict[str, dict[str, float]]:
 def render_test(request: PackageRequest, names: Names) -> str:
     init_args = None if request.init_args is None else json.loads(
         json.dumps(list(request.init_args), default=list))
-    return render_template("test_npu.py.in", {
+    template = "test_npu_rows.py.in" if request.pattern == "rows" else "test_npu.py.in"
+    return render_template(template, {
         "op": names.op, "namespace": names.namespace, "library": names.library,
         "cpu_twin": names.cpu_twin, "cases": _pretty(npu_cases(request)),
         "init_args": _pretty(init_args), "tolerances": _pretty(_tolerances(request)),
+        "params": repr([param.name for param in request.params]), "pattern": request.pattern,
     })
 
 
@@ -609,10 +508,12 @@ def _profiler(generation: str) -> str:
 def render_bench(request: PackageRequest, names: Names) -> str:
     init_args = None if request.init_args is None else json.loads(
         json.dumps(list(request.init_args), default=list))
-    return render_template("bench.py.in", {
+    template = "bench_rows.py.in" if request.pattern == "rows" else "bench.py.in"
+    return render_template(template, {
         "op": names.op, "namespace": names.namespace, "library": names.library,
         "perf_case": _pretty(_perf_case(request)), "init_args": _pretty(init_args),
         "profiler": _profiler(request.generation),
+        "params": repr([param.name for param in request.params]),
     })
 
 
@@ -766,7 +667,7 @@ def render_build_script(request: PackageRequest, names: Names) -> str:
         lines: list[str] = []
         for step in plan.steps:
             lines += [f'echo "[build.sh] {mode}: {step.name}"', step.shell()]
-        return _lines(lines)
+        return indent_lines(lines)
 
     title = ("legacy toolchain: ascendc.cmake, any CANN release"
              if request.generation == "legacy" else "ASC toolchain, CANN 9.x")
@@ -795,12 +696,30 @@ class Manifest:
     kernel: str
     soc: str
     npu_arch: str
+    pattern: Pattern = "elementwise"
+    params: tuple[ParamSpec, ...] = ()  # after the inputs, in this order (rows pattern)
+    output_layouts: tuple[OutputLayout, ...] = ()  # per output; empty: all "input"
+
+    def layouts(self) -> tuple[OutputLayout, ...]:
+        default: OutputLayout = "input"
+        return self.output_layouts or tuple(default for _ in range(self.outputs))
+
+    def names(self) -> Names:
+        """The package's identifiers (what its kernel entries and binding are called)."""
+        return make_names(self.op, self.inputs, self.outputs,
+                          [param.name for param in self.params])
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "generation": self.generation, "namespace": self.namespace,
-                "entries": self.entries, "inputs": list(self.inputs), "outputs": self.outputs,
-                "compute_slots": self.compute_slots, "kernel": self.kernel, "soc": self.soc,
-                "npu_arch": self.npu_arch, "writer": "opbot"}
+        data: dict[str, Any] = {
+            "op": self.op, "generation": self.generation, "namespace": self.namespace,
+            "entries": self.entries, "inputs": list(self.inputs), "outputs": self.outputs,
+            "compute_slots": self.compute_slots, "kernel": self.kernel, "soc": self.soc,
+            "npu_arch": self.npu_arch}
+        if self.pattern != "elementwise":  # absent means elementwise (older manifests)
+            data.update({"pattern": self.pattern,
+                         "params": [param.to_json() for param in self.params],
+                         "output_layouts": list(self.layouts())})
+        return {**data, "writer": "opbot"}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Manifest:
@@ -822,19 +741,35 @@ class Manifest:
         generation = str(data["generation"])
         if generation not in GENERATIONS:
             raise PackageError(f"{MANIFEST}: unknown generation {generation!r}")
+        pattern = str(data.get("pattern", "elementwise"))
+        if pattern not in PATTERNS:
+            raise PackageError(f"{MANIFEST}: unknown pattern {pattern!r} (one of {PATTERNS})")
+        params = tuple(ParamSpec.from_json(item) for item in data.get("params") or [])
+        layouts = tuple(str(item) for item in data.get("output_layouts") or [])
+        outputs = int(data["outputs"])
+        if layouts and (len(layouts) != outputs or not set(layouts) <= set(OUTPUT_LAYOUTS)):
+            raise PackageError(f"{MANIFEST}: output_layouts must name one of "
+                               f"{OUTPUT_LAYOUTS} per output")
+        if pattern == "elementwise" and (params or set(layouts) - {"input"}):
+            raise PackageError(f"{MANIFEST}: an elementwise package has no params and only "
+                               "\"input\" output layouts")
         return cls(op=str(data["op"]), generation="legacy" if generation == "legacy" else "asc",
                    namespace=str(data["namespace"]),
                    entries={str(k): str(v) for k, v in dict(data["entries"]).items()},
                    inputs=tuple(str(item) for item in data["inputs"]),
-                   outputs=int(data["outputs"]), compute_slots=int(data["compute_slots"]),
+                   outputs=outputs, compute_slots=int(data["compute_slots"]),
                    kernel=str(data["kernel"]), soc=str(data.get("soc", DEFAULT_SOC)),
-                   npu_arch=str(data.get("npu_arch", DEFAULT_NPU_ARCH)))
+                   npu_arch=str(data.get("npu_arch", DEFAULT_NPU_ARCH)),
+                   pattern="rows" if pattern == "rows" else "elementwise", params=params,
+                   output_layouts=tuple("rows" if item == "rows" else "input"
+                                        for item in layouts))
 
 
 def render_package(request: PackageRequest) -> dict[str, str]:
     """Every file of the package, keyed by its path relative to the op folder."""
     _check_request(request)
-    names = make_names(request.op, request.inputs, request.outputs)
+    names = make_names(request.op, request.inputs, request.outputs,
+                       [param.name for param in request.params])
     kernel = request.kernel_source if request.kernel_source is not None else \
         render_kernel(request, names)
     slots = compute_slots_of(kernel)
@@ -842,7 +777,8 @@ def render_package(request: PackageRequest) -> dict[str, str]:
                         entries={dtype: names.entry(dtype) for dtype in request.dtypes},
                         inputs=names.inputs, outputs=len(names.outputs), compute_slots=slots,
                         kernel=kernel_file_name(names.op, request.generation),
-                        soc=request.soc, npu_arch=request.npu_arch)
+                        soc=request.soc, npu_arch=request.npu_arch, pattern=request.pattern,
+                        params=request.params, output_layouts=request.layouts())
     twin = "cpu_twin.cpp" if request.generation == "legacy" else "cpu_twin.asc"
     files = {
         f"ascendc/{manifest.kernel}": kernel,

@@ -367,3 +367,139 @@ def estimate_time(config: TilingConfig, plan: TilingPlan, *, vector_ops: int, ou
     slowest = max(_core_us(core, full, rates.tile(core.tail_length), buffered=buffered)
                   for core in core_ranges(config, plan))
     return model.launch_us + model.block_launch_us * plan.block_dim + slowest
+
+
+# --------------------------------------------------------------------------- rows pattern
+# The mirror of the row pattern's ComputeTiling (templates/tiling_rows.h.in): whole rows
+# per core, one row in UB at a time, so the only fit question is whether one row (with its
+# queues, scratch rows, parameters and reduction tree) fits the usable UB.
+
+ROW_ALIGN = 16  # elements per row buffer step: 32 bytes of float16 (and 64 of float32)
+STAT_LEN = 8  # float32 lanes of one 32-byte block: one per-row scalar
+
+
+@dataclass(frozen=True)
+class RowTilingConfig:
+    rows: int
+    row_length: int
+    dtype_bytes: int
+    cores: int
+    ub_bytes: int = UB_BYTES_DAV_2201
+    inputs: int = 1
+    params: int = 0
+    outputs: int = 1
+    compute_slots: int = 0
+    stat_slots: int = 0
+    buffer_num: int = BUFFER_NUM
+    reserved_bytes: int = UB_RESERVED_BYTES
+
+    @property
+    def usable_ub(self) -> int:
+        return self.ub_bytes - self.reserved_bytes
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """What the host passes the row kernel (block_dim = 0: launch nothing, or no fit)."""
+
+    block_dim: int
+    rows_per_core: int
+    row_stride: int  # UB elements per row buffer
+    reduce_length: int  # lanes of the reduction tree
+
+
+def reduce_length(row_length: int) -> int:
+    """The reduction tree's lanes: a power of two, at least one 32-byte block of float32."""
+    lanes = STAT_LEN
+    while lanes < row_length:
+        lanes *= 2
+    return lanes
+
+
+def row_ub_bytes(config: RowTilingConfig, row_length: int | None = None) -> int:
+    """UB bytes one core needs for rows of `row_length` (default: the config's)."""
+    length = config.row_length if row_length is None else row_length
+    stride = _ceil_div(length, ROW_ALIGN) * ROW_ALIGN
+    widen = 0 if config.dtype_bytes == FLOAT_BYTES else config.inputs + config.outputs
+    return (config.buffer_num * (config.inputs + config.outputs) * stride * config.dtype_bytes
+            + (config.params + config.compute_slots + widen) * stride * FLOAT_BYTES
+            + reduce_length(length) * FLOAT_BYTES + config.stat_slots * STAT_LEN * FLOAT_BYTES)
+
+
+def max_row_length(config: RowTilingConfig) -> int:
+    """The longest row whose working set fits the usable UB (0: none does)."""
+    low, high = 0, max(1, config.usable_ub)  # a row costs at least a byte per element
+    while low < high:
+        middle = (low + high + 1) // 2
+        if row_ub_bytes(config, middle) <= config.usable_ub:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def row_fit_problem(config: RowTilingConfig) -> str | None:
+    """Why a row does not fit in UB, in numbers, or None when it does."""
+    needed = row_ub_bytes(config)
+    if needed <= config.usable_ub:
+        return None
+    return (f"a row of {config.row_length} elements ({config.dtype_bytes}-byte dtype) needs "
+            f"{needed} B of UB for its queues, {config.compute_slots} scratch rows, "
+            f"{config.params} parameter rows and the reduction tree, but {config.usable_ub} B "
+            f"are usable: rows up to {max_row_length(config)} elements fit. The row pattern "
+            "keeps a whole row in UB (its reduction needs it); longer rows need a kernel that "
+            "reduces in chunks")
+
+
+def plan_rows(config: RowTilingConfig) -> RowPlan:
+    """Mirror of the row pattern's ComputeTiling(): keep the two in step."""
+    none = RowPlan(0, 0, 0, 0)
+    if (config.rows <= 0 or config.row_length <= 0 or config.cores <= 0
+            or config.rows * config.row_length > UINT32_MAX or config.dtype_bytes <= 0
+            or config.usable_ub <= 0 or row_fit_problem(config) is not None):
+        return none
+    blocks = min(config.cores, MAX_BLOCK_DIM, config.rows)
+    per_core = _ceil_div(config.rows, blocks)
+    return RowPlan(block_dim=_ceil_div(config.rows, per_core), rows_per_core=per_core,
+                   row_stride=_ceil_div(config.row_length, ROW_ALIGN) * ROW_ALIGN,
+                   reduce_length=reduce_length(config.row_length))
+
+
+def row_ranges(config: RowTilingConfig, plan: RowPlan) -> list[tuple[int, int]]:
+    """(first row, rows) per launched core, as the kernel derives them."""
+    ranges = []
+    for block in range(plan.block_dim):
+        first = block * plan.rows_per_core
+        count = max(0, min(plan.rows_per_core, config.rows - first))
+        ranges.append((first, count))
+    return ranges
+
+
+def check_row_tiling(config: RowTilingConfig, plan: RowPlan) -> list[str]:
+    """Every rule a row plan breaks (empty: none): each row once, on a launched core that
+    has rows, within the core count, in UB, with aligned buffers and a valid tree."""
+    if plan.block_dim == 0:
+        problem = row_fit_problem(config)
+        return [problem] if problem and config.rows > 0 else []
+    problems: list[str] = []
+    if plan.block_dim > min(config.cores, MAX_BLOCK_DIM):
+        problems.append(f"blockDim {plan.block_dim} exceeds the {config.cores} vector cores")
+    covered = 0
+    for first, count in row_ranges(config, plan):
+        if count == 0:
+            problems.append(f"the core starting at row {first} is launched without rows")
+        elif first != covered:
+            problems.append(f"rows {covered}..{first - 1} are on no core")
+        covered = max(covered, first + count)
+    if covered != config.rows:
+        problems.append(f"the cores cover {covered} of {config.rows} rows")
+    if plan.row_stride < config.row_length or plan.row_stride % ROW_ALIGN:
+        problems.append(f"rowStride {plan.row_stride} must be a multiple of {ROW_ALIGN} "
+                        f"elements, at least the row length {config.row_length}")
+    lanes = plan.reduce_length
+    if lanes < max(config.row_length, STAT_LEN) or lanes & (lanes - 1):
+        problems.append(f"reduceLength {lanes} must be a power of two >= the row length")
+    problem = row_fit_problem(config)
+    if problem:
+        problems.append(problem)
+    return problems

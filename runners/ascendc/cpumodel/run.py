@@ -59,14 +59,17 @@ class BlockRun:
 
 def run_program(program: Path, *, dtype: str, inputs: list[Path], outputs: list[Path],
                 elements: int, cores: int = 8, ub_bytes: int = DEFAULT_UB_BYTES,
-                timeout_s: float = 120, sandboxed: bool = True) -> BlockRun:
+                timeout_s: float = 120, sandboxed: bool = True,
+                row_length: int | None = None) -> BlockRun:
     """Run the program on raw little-endian `inputs`, writing `outputs` (which must share one
-    folder: the only one the sandboxed run may write)."""
+    folder: the only one the sandboxed run may write). `row_length`: the rows pattern's
+    last dimension, which its twin takes after the element count."""
     folders = {path.resolve().parent for path in outputs}
     if len(folders) != 1:
         raise CpuModelError("the outputs of a CPU-model run must be in one folder")
     workdir = folders.pop()
-    argv = [str(program.resolve()), dtype, str(elements), str(cores), str(ub_bytes),
+    rows = [] if row_length is None else [str(row_length)]  # the rows pattern's twin
+    argv = [str(program.resolve()), dtype, str(elements), str(cores), str(ub_bytes), *rows,
             *(str(path.resolve()) for path in (*inputs, *outputs))]
     started = time.monotonic()
     if sandboxed:
@@ -139,10 +142,12 @@ def _plain(argv: list[str], workdir: Path, timeout_s: float) -> tuple[int | None
 
 def run_numpy(package: Path, program: Path, dtype: str, arrays: Sequence[numpy.ndarray],
               cores: int = 8, *, sandboxed: bool = True, timeout_s: float = 120,
-              ub_bytes: int = DEFAULT_UB_BYTES) -> list[numpy.ndarray]:
+              ub_bytes: int = DEFAULT_UB_BYTES,
+              params: Sequence[numpy.ndarray] = ()) -> list[numpy.ndarray]:
     """Run the program on `arrays` (one per kernel input, same element count) and return
-    its outputs shaped like the first input. Raises CpuModelError with the failed block's
-    message when a block fails."""
+    its outputs, shaped like the first input (or, for a per-row output of the rows pattern,
+    like it without its last dimension). `params`: the rows pattern's parameter rows, sent
+    as float32. Raises CpuModelError with the failed block's message when a block fails."""
     if dtype not in DTYPES:
         raise CpuModelError(f"the CPU model has no {dtype!r} arrays (known: {sorted(DTYPES)})")
     try:
@@ -157,20 +162,39 @@ def run_numpy(package: Path, program: Path, dtype: str, arrays: Sequence[numpy.n
     flat = [numpy.ascontiguousarray(numpy.asarray(array), dtype=element).reshape(-1)
             for array in arrays]
     if any(array.size != flat[0].size for array in flat):
-        raise CpuModelError("every input of an elementwise kernel must have as many elements")
+        raise CpuModelError("every input of the kernel must have as many elements")
+    rows = manifest.pattern == "rows"
+    row_length = int(shape[-1]) if rows and shape else (1 if rows else None)
+    rows_shape = tuple(shape[:-1]) if shape else ()
+    shapes = [rows_shape if layout == "rows" else shape for layout in manifest.layouts()]
+    param_arrays = _param_arrays(manifest.params, params, row_length)
     if flat[0].size == 0:  # no tiling launches nothing; the result is as empty
-        return [numpy.empty(shape, dtype=element) for _ in range(manifest.outputs)]
+        return [numpy.empty(item, dtype=element) for item in shapes]
     work = Path(tempfile.mkdtemp(prefix="opbot-cpumodel-"))
     try:
-        inputs = [work / f"in{index}.bin" for index in range(len(flat))]
-        for path, array in zip(inputs, flat, strict=True):
+        inputs = [work / f"in{index}.bin" for index in range(len(flat) + len(param_arrays))]
+        for path, array in zip(inputs, [*flat, *param_arrays], strict=True):
             array.tofile(path)
         outputs = [work / f"out{index}.bin" for index in range(manifest.outputs)]
         run = run_program(program, dtype=dtype, inputs=inputs, outputs=outputs,
                           elements=flat[0].size, cores=cores, ub_bytes=ub_bytes,
-                          sandboxed=sandboxed, timeout_s=timeout_s)
+                          sandboxed=sandboxed, timeout_s=timeout_s, row_length=row_length)
         if not run.ok:
             raise CpuModelError(run.failure())
-        return [numpy.fromfile(path, dtype=element).reshape(shape) for path in outputs]
+        return [numpy.fromfile(path, dtype=element).reshape(item)
+                for path, item in zip(outputs, shapes, strict=True)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _param_arrays(specs: Sequence[object], params: Sequence[numpy.ndarray],
+                  row_length: int | None) -> list[numpy.ndarray]:
+    """The parameters as little-endian float32 rows, checked against the manifest."""
+    if len(params) != len(specs):
+        raise CpuModelError(f"the kernel takes {len(specs)} parameters, got {len(params)}")
+    rows = [numpy.ascontiguousarray(numpy.asarray(item), dtype="<f4").reshape(-1)
+            for item in params]
+    if any(item.size != row_length for item in rows):
+        raise CpuModelError(f"every parameter must be one row of {row_length} elements, "
+                            f"got sizes {[item.size for item in rows]}")
+    return rows

@@ -80,7 +80,15 @@ def test_a_failing_build_is_a_failure_with_the_compiler_message(tmp_path: Path) 
 
 
 def test_a_reduction_is_unsupported_with_a_pointer_to_triton(tmp_path: Path) -> None:
-    spec = load_spec(_spec(tmp_path, "softmax"))
+    # A softmax over the first dimension: neither elementwise nor the row pattern (which
+    # reduces the last dimension); softmax over the last one is generated (the row pattern).
+    path = _spec(tmp_path, "softmax")
+    reference = path.parent / "reference.py"
+    text = reference.read_text(encoding="utf-8")
+    assert "torch.softmax(x, dim=-1)" in text
+    reference.write_text(text.replace("torch.softmax(x, dim=-1)", "torch.softmax(x, dim=0)"),
+                         encoding="utf-8")
+    spec = load_spec(path)
     outcome = _generate(spec, tmp_path / "out", _backend(MISSING))
     assert outcome.status == "unsupported"
     assert outcome.out is None

@@ -26,8 +26,11 @@ from runners.ascendc.tiling import (
     UB_BYTES_DAV_2201,
     UB_RESERVED_BYTES,
     CopyKind,
+    RowTilingConfig,
     TilingConfig,
+    check_row_tiling,
     check_tiling,
+    plan_rows,
     plan_tiling,
     scratch_bytes,
 )
@@ -198,9 +201,66 @@ def tiling_problems(skeleton: Skeleton, sizes: Sequence[int]) -> list[str]:
     return problems
 
 
-def static_check(skeleton: Skeleton, sizes: Sequence[int]) -> StaticVerdict:
+def row_tiling_problems(skeleton: Skeleton, shapes: Sequence[tuple[int, int]]) -> list[str]:
+    """The row pattern: the header's constants against the kernel's, then every (rows, row
+    length) planned as the header's ComputeTiling does (plan_rows mirrors it) and checked:
+    each row on one core, and a row that fits in UB with what the kernel allocates."""
+    kernel_text = skeleton.text(skeleton.kernel_name)
+    header_name = skeleton.writable[1]
+    header = constants(skeleton.text(header_name))
+    kernel = constants(kernel_text)
+    problems = [f"{header_name}: no `constexpr` {name} (the row tiling contract needs it)"
+                for name in (*_HEADER_CONSTANTS, "NUM_PARAMS", "STAT_SLOTS")
+                if name not in header]
+    expected = {"NUM_INPUTS": len(skeleton.inputs), "NUM_OUTPUTS": skeleton.outputs,
+                "NUM_PARAMS": len(skeleton.params)}
+    for name in ("BUFFER_NUM", "COMPUTE_SLOTS", "STAT_SLOTS", *expected):
+        used = kernel.get(name, expected.get(name))
+        if name in header and used is not None and header[name] != used:
+            problems.append(f"{header_name}: {name} = {header[name]}, but the kernel uses "
+                            f"{used}: the host would size UB for a different row budget")
+    if problems:
+        return problems
+    for dtype in skeleton.dtypes:
+        for cores in SIMULATED_CORES:
+            for rows, length in shapes:
+                config = RowTilingConfig(
+                    rows=rows, row_length=length, dtype_bytes=KERNEL_DTYPES[dtype].size,
+                    cores=cores, inputs=kernel.get("NUM_INPUTS", len(skeleton.inputs)),
+                    params=kernel.get("NUM_PARAMS", len(skeleton.params)),
+                    outputs=kernel.get("NUM_OUTPUTS", skeleton.outputs),
+                    compute_slots=kernel.get("COMPUTE_SLOTS", 0),
+                    stat_slots=kernel.get("STAT_SLOTS", 0),
+                    buffer_num=kernel.get("BUFFER_NUM", BUFFER_NUM))
+                found = check_row_tiling(config, plan_rows(config))
+                problems += [f"{dtype}, {rows} rows x {length} on {cores} cores: {item}"
+                             for item in found if item not in " ".join(problems)]
+    return problems[:_MAX_TILING_PROBLEMS]
+
+
+def row_shapes(spec: OpSpec) -> list[tuple[int, int]]:
+    """(rows, row length) of every spec case's first tensor input."""
+    shapes: list[tuple[int, int]] = []
+    for case in spec.cases():
+        tensors = [item for item in case.to_json()["inputs"] if item["kind"] == "tensor"]
+        if tensors:
+            dims = [int(dim) for dim in tensors[0]["shape"]] or [1]
+            count = 1
+            for dim in dims:
+                count *= dim
+            shapes.append((count // dims[-1] if dims[-1] else 0, dims[-1]))
+    return list(dict.fromkeys(shapes))
+
+
+def static_check(skeleton: Skeleton, sizes: Sequence[int],
+                 shapes: Sequence[tuple[int, int]] = ()) -> StaticVerdict:
+    """Lint, then the tiling simulation of the package's pattern: flat `sizes` for an
+    elementwise package, (rows, row length) `shapes` for a row package."""
     findings = lint_package(skeleton.files, generation=skeleton.generation)
     errors = [item.render() for item in findings if item.severity == "error"]
     warnings = [item.render() for item in findings if item.severity != "error"]
-    errors += tiling_problems(skeleton, sizes)
+    if skeleton.pattern == "rows":
+        errors += row_tiling_problems(skeleton, shapes)
+    else:
+        errors += tiling_problems(skeleton, sizes)
     return StaticVerdict(errors=tuple(errors), warnings=tuple(warnings))

@@ -78,7 +78,20 @@ library (no <cmath>, std::exp, printf, files), no macros (use constexpr; the til
 include guard is the one #define), no line continuations, no token pasting, no tests of \
 compiler macros, no attributes or asm. Every element must come out of the Ascend C API.
 - Give every dtype its own plain `extern "C"` entry around a templated kernel class: \
-templated entry names are mangled differently across CANN releases."""
+templated entry names are mangled differently across CANN releases.
+
+Kernel patterns (the contract below names the one this operator uses)
+- elementwise: every input and output has one shape; the host splits the flat elements \
+over the cores and into UB tiles.
+- rows: reduce over the last dimension, then a pass over the row (softmax, log_softmax, \
+RMSNorm, LayerNorm). Each core takes consecutive whole rows; a row must fit in UB. Reduce \
+with a tree in UB: copy the row into a power-of-two buffer padded with the neutral value \
+(Duplicate 0 or -FLT_MAX first), Add/Max its upper half onto its lower half down to one \
+32-byte block, then fold those 8 lanes with GetValue after a V_S flag. Scalar square roots \
+and reciprocals are vector ops on a one-block buffer (Duplicate, Sqrt, Div), never libc. \
+Module parameters (a norm's weight, bias) come after the inputs as float32 rows.
+- matmul: the cube unit through the high-level Matmul API runs only on an Ascend runner; \
+opbot's offline checks cannot run it."""
 
 _CONTRACT = """The contract (opbot's build, CPU twin and tests rely on it)
 - The kernel, {kernel_file}, has these entries (one per dtype):
@@ -120,9 +133,61 @@ def system_prompt(generation: Generation) -> str:
     return f"{_MODEL}\n\n{_GENERATION_NOTES[generation]}"
 
 
+_ROW_CONTRACT = """The contract (opbot's build, CPU twin and tests rely on it): the rows pattern
+- The kernel, {kernel_file}, has these entries (one per dtype):
+{entries}
+- Inputs ({inputs}) share one shape (..., rowLength): rows = numel / rowLength rows. \
+Parameters ({params}) follow them: one row of rowLength float32 values each, the same for \
+every row. Outputs ({outputs}) have the inputs' shape and dtype.
+- Block b takes rows [b * rowsPerCore, min((b + 1) * rowsPerCore, rows)); row buffers in \
+UB are rowStride elements (rowLength rounded up to 16), the reduction tree has \
+reduceLength lanes (a power of two >= max(rowLength, 8)).
+- Declare `constexpr uint32_t` BUFFER_NUM, NUM_INPUTS, NUM_PARAMS, NUM_OUTPUTS, \
+COMPUTE_SLOTS (float32 scratch rows) and STAT_SLOTS (one-block per-row scalars). The host \
+refuses a row whose BUFFER_NUM x queues x rowStride x sizeof(T) + (NUM_PARAMS + \
+COMPUTE_SLOTS + {widen} more for float16) x rowStride x 4 + reduceLength x 4 + STAT_SLOTS \
+x 32 bytes exceed the usable UB.
+- The tiling header, {op}_tiling.h, defines namespace {op}_tiling with struct TilingData \
+{{blockDim, rows, rowLength, rowsPerCore, rowStride, reduceLength}} (uint32_t each), \
+ComputeTiling(rows, rowLength, dtypeBytes, cores, ubBytes) returning it (blockDim 0: no \
+fit) and the kernel's constants. The binding, op.cpp, registers \
+torch.ops.{namespace}.{op}({arguments}) as for every pattern.
+- Write only these three files. {rendered} are rendered by opbot; a reply that writes any \
+of them is rejected.
+
+Reply with the complete files, each in a fenced block whose info string names it:
+```cpp file={kernel_file}
+...
+```
+(then ```cpp file={op}_tiling.h and ```cpp file=op.cpp; a file you leave out keeps its \
+current text)."""
+
+
+def _row_contract(op: str, *, inputs: Sequence[str], outputs: int, params: Sequence[str],
+                  dtypes: Sequence[str], generation: Generation) -> str:
+    pointer = "GM_ADDR" if generation == "legacy" else "__gm__ uint8_t*"
+    qualifier = "__aicore__" if generation == "legacy" else "__vector__"
+    derived = make_names(op, inputs, outputs, params)
+    arguments = ", ".join(f"{pointer} {name}" for name in derived.tensors)
+    entries = "\n".join(
+        f'  extern "C" __global__ {qualifier} void {op}_{dtype}({arguments}, uint32_t rows, '
+        "uint32_t rowLength, uint32_t rowsPerCore, uint32_t rowStride, uint32_t "
+        f"reduceLength)  // T = {KERNEL_DTYPES[dtype].ctype}" for dtype in dtypes)
+    return _ROW_CONTRACT.format(
+        kernel_file=kernel_file_name(op, generation), entries=entries,
+        inputs=", ".join(derived.inputs), params=", ".join(derived.params) or "none",
+        outputs=", ".join(derived.outputs), widen=len(inputs) + outputs, op=op,
+        namespace=derived.namespace, rendered=RENDERED_BY_OPBOT,
+        arguments=", ".join([*derived.inputs, *derived.params]))
+
+
 def kernel_contract(op: str, *, inputs: Sequence[str], outputs: int, dtypes: Sequence[str],
-                    generation: Generation) -> str:
+                    generation: Generation, pattern: str = "elementwise",
+                    params: Sequence[str] = ()) -> str:
     """The per-operator part: file name, entry signatures, the tiling the host passes."""
+    if pattern == "rows":
+        return _row_contract(op, inputs=inputs, outputs=outputs, params=params,
+                             dtypes=dtypes, generation=generation)
     pointer = "GM_ADDR" if generation == "legacy" else "__gm__ uint8_t*"
     qualifier = "__aicore__" if generation == "legacy" else "__vector__"
     derived = make_names(op, inputs, outputs)  # the names the host code uses
@@ -137,6 +202,37 @@ def kernel_contract(op: str, *, inputs: Sequence[str], outputs: int, dtypes: Seq
                             outputs=", ".join(derived.outputs),
                             inputs=", ".join(derived.inputs), op=op,
                             namespace=derived.namespace, rendered=RENDERED_BY_OPBOT)
+
+
+@cache
+def row_example(generation: Generation) -> str:
+    """The kernel opbot's offline generator writes for the repo's own softmax example
+    (examples/ops/softmax), float32: the rows category, with its tree reductions."""
+    import sympy
+    import torch
+
+    from bot.agent.backends.ascendc.offline import Generated, PackageOptions, generate
+    from bot.agent.offline.graph import Graph, Node
+
+    rows, length = (sympy.Symbol(name, positive=True, integer=True) for name in ("r", "d"))
+    f32 = torch.float32
+    x = Node("x", "input", "input", [], (rows, length), f32, source="user:0")
+    peak = Node("amax", "reduce", "amax", [x], (rows, 1), f32, params={"dims": [1]})
+    shifted = Node("sub", "pointwise", "sub", [x, peak], (rows, length), f32)
+    exp = Node("exp", "pointwise", "exp", [shifted], (rows, length), f32)
+    total = Node("sum", "reduce", "sum", [exp], (rows, 1), f32, params={"dims": [1]})
+    out = Node("div", "pointwise", "div", [exp, total], (rows, length), f32)
+    nodes = [x, peak, shifted, exp, total, out]
+    for node in nodes:
+        for arg in node.args:
+            arg.users.append(node)
+    graph = Graph(nodes=nodes, inputs=[x], attributes=[], outputs=[out],
+                  output_is_tuple=False, output_container="tensor", user_input_names=["x"],
+                  user_input_constants={})
+    result = generate([graph], "softmax", PackageOptions(generation=generation))
+    if not isinstance(result, Generated):  # the generator covers softmax
+        raise RuntimeError(f"the row example did not generate: {result.reason}")
+    return result.files[f"ascendc/{kernel_file_name('softmax', generation)}"]
 
 
 @cache
@@ -171,7 +267,8 @@ def _fenced(files: Mapping[str, str]) -> str:
 
 def first_request(op: str, reference_source: str, *, inputs: Sequence[str], outputs: int,
                   dtypes: Sequence[str], generation: Generation, files: Mapping[str, str],
-                  has_draft: bool, hint: str | None = None) -> str:
+                  has_draft: bool, hint: str | None = None, pattern: str = "elementwise",
+                  params: Sequence[str] = ()) -> str:
     """The opening user message: the reference, the contract, then the starting point:
     the offline generator's files for this operator when it has them (`has_draft`), else
     the worked example's kernel with the tiling header and binding rendered for this op."""
@@ -179,17 +276,19 @@ def first_request(op: str, reference_source: str, *, inputs: Sequence[str], outp
         f"Operator: {op}",
         f"The reference (PyTorch):\n```python\n{reference_source.strip()}\n```",
         kernel_contract(op, inputs=inputs, outputs=outputs, dtypes=dtypes,
-                        generation=generation),
+                        generation=generation, pattern=pattern, params=params),
     ]
     kernel = kernel_file_name(op, generation)
     if has_draft:
         parts.append("A correct but unoptimised draft from opbot's offline generator for this "
                      f"same operator, as the starting point:\n\n{_fenced(files)}")
     else:
-        example = worked_example(generation)
+        rows = pattern == "rows"
+        example = row_example(generation) if rows else worked_example(generation)
+        category = "rows: softmax" if rows else "elementwise: exact GELU"
         host = {name: text for name, text in files.items() if name != kernel}
-        parts.append("A worked example of the same category (elementwise: exact GELU), "
-                     f"written for the same contract:\n```cpp\n{example.strip()}\n```")
+        parts.append(f"A worked example of the same category ({category}), verified by "
+                     f"opbot, written for the same contract:\n```cpp\n{example.strip()}\n```")
         parts.append("The tiling header and binding opbot renders for this operator's inputs "
                      f"(keep them unless your kernel needs otherwise):\n\n{_fenced(host)}")
     if hint:

@@ -52,6 +52,8 @@ class Skeleton:
     dtypes: tuple[str, ...]
     files: Mapping[str, str]
     has_draft: bool  # the kernel is the offline generator's, a working starting draft
+    pattern: str = "elementwise"  # the package's contract: "elementwise" or "rows"
+    params: tuple[str, ...] = ()  # rows pattern: parameter tensors after the inputs
 
     @property
     def writable(self) -> tuple[str, ...]:
@@ -93,7 +95,9 @@ def skeleton_from_package(files: Mapping[str, str]) -> Skeleton:
                     inputs=tuple(str(item) for item in manifest["inputs"]),
                     outputs=int(manifest["outputs"]),
                     dtypes=tuple(str(item) for item in manifest["entries"]),
-                    files=dict(files), has_draft=True)
+                    files=dict(files), has_draft=True,
+                    pattern=str(manifest.get("pattern", "elementwise")),
+                    params=tuple(str(item["name"]) for item in manifest.get("params") or []))
 
 
 def _spec_dtypes(spec: OpSpec) -> tuple[str, ...]:

@@ -368,6 +368,8 @@ def tiling_variants(skeleton: Skeleton, sizes: Sequence[int], *,
     `estimate` is the variant's simulated time over the current tiling's (see _relative
     and runners/ascendc/tiling.py's CostModel): a ranking heuristic for what to time.
     """
+    if skeleton.pattern != "elementwise":
+        return []  # the row tiling has no knobs yet: one whole row per step
     layout = _read_layout(skeleton)
     scenarios = _scenarios(skeleton, sizes)
     if layout is None or not scenarios or limit <= 0:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bot.agent.backends.ascendc.checks import problem_sizes, static_check
+from bot.agent.backends.ascendc.checks import problem_sizes, row_shapes, static_check
 from bot.agent.backends.ascendc.feedback import (
     ascendc_feedback,
     ascendc_timing_feedback,
@@ -154,7 +154,8 @@ class AscendCWorkbench:
         return first_request(
             self.context.spec.name, self.context.spec.reference_source, inputs=skeleton.inputs,
             outputs=skeleton.outputs, dtypes=skeleton.dtypes, generation=skeleton.generation,
-            files=skeleton.model_files(), has_draft=skeleton.has_draft, hint=hint)
+            files=skeleton.model_files(), has_draft=skeleton.has_draft, hint=hint,
+            pattern=skeleton.pattern, params=skeleton.params)
 
     def retry_request(self, feedback: str) -> str:
         return retry_request(feedback, self.skeleton.writable)
@@ -196,7 +197,8 @@ class AscendCWorkbench:
         return Candidate(files=dict(package.files), written=written, state=package)
 
     def precheck(self, candidate: Candidate) -> Precheck:
-        verdict = static_check(_skeleton_of(candidate), problem_sizes(self.context.spec))
+        verdict = static_check(_skeleton_of(candidate), problem_sizes(self.context.spec),
+                               row_shapes(self.context.spec))
         if not verdict.ok:
             return Precheck(ok=False, feedback=verdict.feedback(),
                             record={"ok": False, "errors": list(verdict.errors),
