@@ -3,6 +3,8 @@ meaning and hint, g++ errors at the user's line, and the profiler's figures."""
 
 from __future__ import annotations
 
+import pytest
+
 from bot.agent.backends.ascendc.feedback import (
     ascendc_feedback,
     ascendc_timing_feedback,
@@ -14,7 +16,7 @@ from bot.agent.report import PerfSection, perf_markdown
 from runners.ascendc.package import Step
 from runners.ascendc.runtime_errors import with_runtime_cause
 from runners.ascendc.steps import StepOutcome, step_failure
-from runners.base import Failure, Timing, VerifyResult
+from runners.base import Failure, SourceLocation, Timing, VerifyResult
 from tests.support_ascend import fixture, read
 
 UB_OOB = "runtime/aclrtSynchronizeStream-aivec-ub-out-of-bounds-507035.txt"
@@ -139,3 +141,34 @@ def test_a_crash_without_a_device_account_keeps_its_first_error_line() -> None:
     text = ascendc_feedback(_result(crash), {})
     assert "ValueError: tiling length must be > 0" in text
     assert "worker exited" in text
+
+
+# What the CPU model's blocks print when the real API's checks stop them (the shim's line is
+# where Python saw the failure: nothing the model can fix).
+_SHIM = SourceLocation("/tmp/opbot-cpumodel-x/opbot_cpu_candidate.py", 16,
+                       "outputs = run_tensors('/tmp/opbot-cpumodel-x/program', tensors)")
+
+
+@pytest.mark.parametrize(("printed", "hint"), [
+    ("[ERROR] offset is 4096, which can not be larger than data len 312",
+     "tile length and the tiling header's are out of step"),
+    ("[ERROR] tensor size needs to be at least 448 bytes, while current tensor size is only "
+     "224 bytes", "a half tile used as float"),
+    ("[ERROR] buffer length is 100, which should be times of 32 Bytes", "multiples of 32"),
+])
+def test_cpu_model_api_checks_get_the_usual_cause(printed: str, hint: str) -> None:
+    failure = Failure(check="run", case="main", location=_SHIM,
+                      message=f"1 of 40 blocks failed: {printed}", log_tail=printed)
+    text = ascendc_feedback(_result(failure), {"ascendc/gelu_kernel.cpp": KERNEL})
+    assert f"Hint: {hint}" in text or hint in text
+    assert "opbot_cpu_candidate.py" not in text  # opbot's own line is no lead
+    assert "/tmp/opbot-cpumodel" not in text.split("log (end)")[0]
+    assert printed.split("] ")[1] in text
+
+
+def test_a_location_in_the_package_is_kept() -> None:
+    failure = Failure(check="run", case="main", message="boom",
+                      location=SourceLocation("/x/attempt-1/ascendc/gelu_kernel.cpp", 13))
+    text = ascendc_feedback(_result(failure), {"ascendc/gelu_kernel.cpp": KERNEL})
+    assert "at line 13 of gelu_kernel.cpp: AscendC::Add(zLocal, xLocal, yLocal" in text
+    assert "Hint:" not in text

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
+from bot.agent.backends.ascendc.api_checks import api_check_hints
 from bot.agent.feedback import timing_feedback, verification_feedback
 from runners.ascendc.parsers.common import clip, excerpt_log
 from runners.ascendc.parsers.compiler import Diagnostic, first_errors, parse_compiler_report
@@ -153,6 +154,16 @@ def _with_source(failure: Failure, files: Mapping[str, str]) -> Failure:
     return replace(failure, location=replace(location, source_line=source))
 
 
+def _in_package(failure: Failure, files: Mapping[str, str]) -> Failure:
+    """A location in opbot's own code (the CPU model's shim, a temp folder) tells the model
+    nothing it can fix: dropped, so the log's end is shown instead."""
+    location = failure.location
+    if location is None or PurePath(location.file).name in {PurePath(name).name
+                                                             for name in files}:
+        return failure
+    return replace(failure, location=None)
+
+
 def ascendc_feedback(result: VerifyResult, files: Mapping[str, str]) -> str:
     """What the next draft must fix: build errors first, then device failures, then the rest."""
     builds = [item for item in result.reasons if item.check == "build"]
@@ -166,9 +177,11 @@ def ascendc_feedback(result: VerifyResult, files: Mapping[str, str]) -> str:
         if device is not None:
             parts.append(device)
         else:
-            others.append(_with_source(_log_excerpted(item), files))
+            others.append(_with_source(_log_excerpted(_in_package(item, files)), files))
     if others:
         parts.append(verification_feedback(replace(result, reasons=others)))
+    said = "\n".join(f"{item.message}\n{item.log_tail or ''}" for item in result.reasons)
+    parts += [f"Hint: {hint}." for hint in api_check_hints(said)]
     return "\n\n".join(parts)
 
 
