@@ -266,6 +266,54 @@ def indent_lines(items: Iterable[str], indent: int = 8) -> str:
     pad = " " * indent
     return "\n".join(pad + item if item else "" for item in items)
 
+def queue_pieces(names: Names, *, global_length: str, buffer: str, offset: str
+                 ) -> dict[str, str]:
+    """The per-queue pieces of a kernel class (one TQue per input and per output; float
+    parameters in GM for the rows pattern): `buffer` sizes each queue's buffer in elements,
+    `offset` is where one step's data starts in GM, `global_length` the core's share."""
+    inputs = list(enumerate(names.inputs))
+    outputs = list(enumerate(names.outputs))
+    params = list(enumerate(names.params))
+    return {
+        "set_global_buffers": indent_lines(
+            [f"inGm{i}_.SetGlobalBuffer((__gm__ T*){name} + start, {global_length});"
+             for i, name in inputs]
+            + [f"paramGm{j}_.SetGlobalBuffer((__gm__ float*){name}, rowLength);"
+               for j, name in params]
+            + [f"outGm{k}_.SetGlobalBuffer((__gm__ T*){name} + start, {global_length});"
+               for k, name in outputs]),
+        "init_queues": indent_lines(
+            [f"pipe_.InitBuffer(inQueue{i}_, BUFFER_NUM, {buffer} * sizeof(T));"
+             for i, _ in inputs]
+            + [f"pipe_.InitBuffer(outQueue{k}_, BUFFER_NUM, {buffer} * sizeof(T));"
+               for k, _ in outputs]),
+        "copy_in": indent_lines(line for i, _ in inputs for line in (
+            f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.AllocTensor<T>();",
+            f"AscendC::DataCopyPad(in{i}, inGm{i}_[{offset}], copyParams, padParams);",
+            f"inQueue{i}_.EnQue(in{i});")),
+        "dequeue": indent_lines(
+            [f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.DeQue<T>();" for i, _ in inputs]
+            + [f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.AllocTensor<T>();"
+               for k, _ in outputs]),
+        "finish": indent_lines(
+            [f"Narrow(out{k}, y{k}, count);" for k, _ in outputs]
+            + [f"outQueue{k}_.EnQue<T>(out{k});" for k, _ in outputs]
+            + [f"inQueue{i}_.FreeTensor(in{i});" for i, _ in inputs]),
+        "copy_out": indent_lines(line for k, _ in outputs for line in (
+            f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.DeQue<T>();",
+            f"AscendC::DataCopyPad(outGm{k}_[{offset}], out{k}, copyParams);",
+            f"outQueue{k}_.FreeTensor(out{k});")),
+        "queue_members": indent_lines(
+            [f"AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> inQueue{i}_;"
+             for i, _ in inputs]
+            + [f"AscendC::TQue<AscendC::QuePosition::VECOUT, BUFFER_NUM> outQueue{k}_;"
+               for k, _ in outputs], indent=4),
+        "gm_members": indent_lines(
+            [f"AscendC::GlobalTensor<T> inGm{i}_;" for i, _ in inputs]
+            + [f"AscendC::GlobalTensor<float> paramGm{j}_;" for j, _ in params]
+            + [f"AscendC::GlobalTensor<T> outGm{k}_;" for k, _ in outputs], indent=4),
+    }
+
 
 def gm_type(generation: str) -> str:
     # Legacy kernels take GM_ADDR (a macro for `__gm__ uint8_t*`); ASC spells it out.

@@ -59,6 +59,7 @@ from runners.ascendc.contract import (
     kernel_file_name,
     launch_pieces,
     make_names,
+    queue_pieces,
     render_entries,
     render_template,
 )
@@ -111,44 +112,8 @@ def _check_request(request: PackageRequest) -> None:
 
 def _kernel_queues(names: Names) -> dict[str, str]:
     """The per-queue pieces of the kernel class: one TQue per input and per output."""
-    inputs = list(enumerate(names.inputs))
-    outputs = list(enumerate(names.outputs))
-    return {
-        "set_global_buffers": indent_lines(
-            [f"inGm{i}_.SetGlobalBuffer((__gm__ T*){name} + start, length_);"
-             for i, name in inputs]
-            + [f"outGm{k}_.SetGlobalBuffer((__gm__ T*){name} + start, length_);"
-               for k, name in outputs]),
-        "init_queues": indent_lines(
-            [f"pipe_.InitBuffer(inQueue{i}_, BUFFER_NUM, tileLength * sizeof(T));"
-             for i, _ in inputs]
-            + [f"pipe_.InitBuffer(outQueue{k}_, BUFFER_NUM, tileLength * sizeof(T));"
-               for k, _ in outputs]),
-        "copy_in": indent_lines(line for i, _ in inputs for line in (
-            f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.AllocTensor<T>();",
-            f"AscendC::DataCopyPad(in{i}, inGm{i}_[tile * tileLength_], copyParams, padParams);",
-            f"inQueue{i}_.EnQue(in{i});")),
-        "dequeue": indent_lines(
-            [f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.DeQue<T>();" for i, _ in inputs]
-            + [f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.AllocTensor<T>();"
-               for k, _ in outputs]),
-        "finish": indent_lines(
-            [f"Narrow(out{k}, y{k}, count);" for k, _ in outputs]
-            + [f"outQueue{k}_.EnQue<T>(out{k});" for k, _ in outputs]
-            + [f"inQueue{i}_.FreeTensor(in{i});" for i, _ in inputs]),
-        "copy_out": indent_lines(line for k, _ in outputs for line in (
-            f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.DeQue<T>();",
-            f"AscendC::DataCopyPad(outGm{k}_[tile * tileLength_], out{k}, copyParams);",
-            f"outQueue{k}_.FreeTensor(out{k});")),
-        "queue_members": indent_lines(
-            [f"AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> inQueue{i}_;"
-             for i, _ in inputs]
-            + [f"AscendC::TQue<AscendC::QuePosition::VECOUT, BUFFER_NUM> outQueue{k}_;"
-               for k, _ in outputs], indent=4),
-        "gm_members": indent_lines(
-            [f"AscendC::GlobalTensor<T> inGm{i}_;" for i, _ in inputs]
-            + [f"AscendC::GlobalTensor<T> outGm{k}_;" for k, _ in outputs], indent=4),
-    }
+    return queue_pieces(names, global_length="length_", buffer="tileLength",
+                        offset="tile * tileLength_")
 
 
 def _kernel_views(names: Names, slots: int) -> str:
@@ -199,25 +164,13 @@ def render_binding(request: PackageRequest, names: Names) -> str:
         return render_row_binding(request, names)
     contiguous = [f"{name}_c" for name in names.inputs]
     outputs = list(names.outputs)
-    if request.generation == "legacy":
-        includes = "\n".join(f'#include "aclrtlaunch_{names.entry(dtype)}.h"'
-                             for dtype in request.dtypes)
-        note = ("Legacy toolchain (ascendc.cmake, every CANN release): the kernels come from "
-                "ascendc_library and are launched with ACLRT_LAUNCH_KERNEL.")
-    else:
-        includes = f'#include "{kernel_file_name(names.op, "asc")}"'
-        note = ("ASC toolchain (CANN 9.x): compiled as ASC with the kernel source included; "
-                "launches with <<<numBlocks, 0 (dynUBufSize), stream>>>.")
     many = len(outputs) > 1
     schema_outputs = f"({', '.join(['Tensor'] * len(outputs))})" if many else "Tensor"
     return render_template("op.cpp.in", {
-        "op": names.op, "namespace": names.namespace, "launch_note": note,
-        "arg_list": ", ".join(names.inputs), "launch_includes": includes,
+        **launch_pieces(request, names),
+        "op": names.op, "namespace": names.namespace,
+        "arg_list": ", ".join(names.inputs),
         "launch_params": ", ".join(f"uint8_t* {name}" for name in (*names.inputs, *outputs)),
-        "launch_prologue": indent_lines(LEGACY_LAUNCH_PROLOGUE if request.generation == "legacy"
-                                  else ASC_LAUNCH_PROLOGUE, indent=4),
-        "dispatch_cases": dispatch_cases(request, names),
-        "dtype_list": ", ".join(request.dtypes),
         "return_type": (f"std::tuple<{', '.join(['at::Tensor'] * len(outputs))}>" if many
                         else "at::Tensor"),
         "tensor_params": ", ".join(f"const at::Tensor& {name}" for name in names.inputs),

@@ -29,57 +29,22 @@ from runners.ascendc.contract import (
     gm_type,
     indent_lines,
     launch_pieces,
+    queue_pieces,
     render_entries,
     render_template,
 )
 
 
 def _row_queues(names: Names) -> dict[str, str]:
-    """The per-queue pieces of the row kernel: one TQue per input and per output."""
-    inputs = list(enumerate(names.inputs))
-    outputs = list(enumerate(names.outputs))
+    """The per-queue pieces of the row kernel: one TQue per input and per output, the
+    float parameters in GM and their load into UB."""
     params = list(enumerate(names.params))
     return {
-        "set_global_buffers": indent_lines(
-            [f"inGm{i}_.SetGlobalBuffer((__gm__ T*){name} + start, length);"
-             for i, name in inputs]
-            + [f"paramGm{j}_.SetGlobalBuffer((__gm__ float*){name}, rowLength);"
-               for j, name in params]
-            + [f"outGm{k}_.SetGlobalBuffer((__gm__ T*){name} + start, length);"
-               for k, name in outputs]),
-        "init_queues": indent_lines(
-            [f"pipe_.InitBuffer(inQueue{i}_, BUFFER_NUM, rowStride * sizeof(T));"
-             for i, _ in inputs]
-            + [f"pipe_.InitBuffer(outQueue{k}_, BUFFER_NUM, rowStride * sizeof(T));"
-               for k, _ in outputs]),
+        **queue_pieces(names, global_length="length", buffer="rowStride",
+                       offset="row * rowLength_"),
         "load_params": indent_lines(
             [f"AscendC::DataCopyPad(loaded[{j} * rowStride_], paramGm{j}_, copyParams, "
              "padParams);" for j, _ in params], indent=12),
-        "copy_in": indent_lines(line for i, _ in inputs for line in (
-            f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.AllocTensor<T>();",
-            f"AscendC::DataCopyPad(in{i}, inGm{i}_[row * rowLength_], copyParams, padParams);",
-            f"inQueue{i}_.EnQue(in{i});")),
-        "dequeue": indent_lines(
-            [f"AscendC::LocalTensor<T> in{i} = inQueue{i}_.DeQue<T>();" for i, _ in inputs]
-            + [f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.AllocTensor<T>();"
-               for k, _ in outputs]),
-        "finish": indent_lines(
-            [f"Narrow(out{k}, y{k}, count);" for k, _ in outputs]
-            + [f"outQueue{k}_.EnQue<T>(out{k});" for k, _ in outputs]
-            + [f"inQueue{i}_.FreeTensor(in{i});" for i, _ in inputs]),
-        "copy_out": indent_lines(line for k, _ in outputs for line in (
-            f"AscendC::LocalTensor<T> out{k} = outQueue{k}_.DeQue<T>();",
-            f"AscendC::DataCopyPad(outGm{k}_[row * rowLength_], out{k}, copyParams);",
-            f"outQueue{k}_.FreeTensor(out{k});")),
-        "queue_members": indent_lines(
-            [f"AscendC::TQue<AscendC::QuePosition::VECIN, BUFFER_NUM> inQueue{i}_;"
-             for i, _ in inputs]
-            + [f"AscendC::TQue<AscendC::QuePosition::VECOUT, BUFFER_NUM> outQueue{k}_;"
-               for k, _ in outputs], indent=4),
-        "gm_members": indent_lines(
-            [f"AscendC::GlobalTensor<T> inGm{i}_;" for i, _ in inputs]
-            + [f"AscendC::GlobalTensor<float> paramGm{j}_;" for j, _ in params]
-            + [f"AscendC::GlobalTensor<T> outGm{k}_;" for k, _ in outputs], indent=4),
     }
 
 
