@@ -35,6 +35,10 @@ class Step:
     chunks: int = 3
     chunk_delay_s: float = 0.0
     ignore_stream: bool = False  # answer one JSON body even when a stream was asked for
+    # A server that never finishes: one byte (an SSE comment's colon, or a space of the
+    # JSON body) every this many seconds, until the client goes away.
+    trickle_s: float = 0.0
+    raw_body: bytes | None = None  # a 200 with this body, whatever was asked (a proxy's)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,11 @@ class ScriptedLLM:
                     return
                 if step.delay_s:
                     time.sleep(step.delay_s)
-                if self.path != "/v1/chat/completions":
+                if step.trickle_s:
+                    self._trickle(step.trickle_s, bool(body.get("stream")))
+                elif step.raw_body is not None:
+                    self._raw(step.raw_body)
+                elif self.path != "/v1/chat/completions":
                     self._send(404, {"error": {"message": "not found"}}, {})
                 elif step.status != 200:
                     self._send(step.status, {"error": {"message": step.content or "error",
@@ -134,6 +142,29 @@ class ScriptedLLM:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test): nothing to answer
+
+            def _trickle(self, every_s: float, stream: bool) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type",
+                                     "text/event-stream" if stream else "application/json")
+                    self.end_headers()
+                    while True:
+                        self.wfile.write(b":" if stream else b" ")
+                        self.wfile.flush()
+                        time.sleep(every_s)
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    pass
+
+            def _raw(self, data: bytes) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _stream(self, request: dict[str, Any], step: Step) -> None:
                 # HTTP/1.0: no length, the body ends when the connection closes.

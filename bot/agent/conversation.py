@@ -8,11 +8,19 @@ What the caller gets back is the answer only: reasoning (<think> blocks, a serve
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from bot.agent.llm import ChatClient, Completion, Message, strip_reasoning
+from bot.agent.llm import (
+    ChatClient,
+    Completion,
+    LLMBudgetSpent,
+    LLMError,
+    Message,
+    strip_reasoning,
+)
 from bot.agent.reply import ReplyError, fenced_blocks
 from bot.agent.transcript import Transcript
 
@@ -92,6 +100,14 @@ class TokenCount:
         self.estimated = self.estimated or prompt_estimated or reply_estimated
         return prompt_estimated or reply_estimated
 
+    def charge_broken(self, request: Sequence[Message], received_chars: int) -> None:
+        """A reply that broke off after `received_chars` characters: estimated."""
+        prompt, _ = charged(None, sum(len(item["content"]) for item in request),
+                            _TOKENS_PER_MESSAGE * len(request))
+        self.prompt += prompt
+        self.completion += estimate_tokens(received_chars)
+        self.estimated = True
+
     def to_json(self) -> dict[str, int]:
         data = {"prompt": self.prompt, "completion": self.completion, "total": self.total}
         if self.estimated:
@@ -137,6 +153,10 @@ class Conversation:
     # The whole history; each request sends a compact view of it (`request`).
     messages: list[dict[str, str]] = field(default_factory=list)
     max_continuations: int = MAX_CONTINUATIONS
+    # The generation's budget, so no single reply outlives it: a monotonic deadline and
+    # the tokens allowed (both None: unbounded).
+    deadline: float | None = None
+    token_limit: int | None = None
 
     def start(self, system: str, user: str) -> str:
         """A fresh conversation; the reply's answer (reasoning removed)."""
@@ -172,7 +192,12 @@ class Conversation:
     def _complete(self, request: list[dict[str, str]], part: int) -> Completion:
         self.transcript.record("request", messages=request,
                                **({"continuation": part} if part else {}))
-        completion = self.client.complete(request)
+        try:
+            completion = self.client.complete(request, **self._time_left())
+        except LLMError as exc:
+            if exc.received_chars:  # a reply that broke off is billed all the same
+                self.tokens.charge_broken(request, exc.received_chars)
+            raise
         estimated = self.tokens.charge(request, completion)
         self.transcript.record(
             "reply", text=completion.text, prompt_tokens=completion.prompt_tokens,
@@ -190,6 +215,7 @@ class Conversation:
         completion = self._complete(base, 0)
         pieces, thought = [completion.text], bool(completion.reasoning)
         while completion.finish_reason == "length" and len(pieces) <= self.max_continuations:
+            self._before_continuing(pieces)
             # The partial reply stands as the model's turn, so it can pick up where it was.
             completion = self._complete(
                 [*base, {"role": "assistant", "content": "".join(pieces)},
@@ -207,6 +233,23 @@ class Conversation:
             self._failed("[reply held only reasoning; not repeated]", ONLY_REASONING)
         self.messages.append({"role": "assistant", "content": answer})
         return answer
+
+    def _time_left(self) -> dict[str, float]:
+        if self.deadline is None:
+            return {}
+        return {"within_s": self.deadline - time.monotonic()}
+
+    def _before_continuing(self, pieces: list[str]) -> None:
+        """A continuation resends the partial reply: not past the token budget, and not
+        once the partial reply alone outgrows the context."""
+        if self.token_limit is not None and self.tokens.total >= self.token_limit:
+            self.messages.append({"role": "assistant",
+                                  "content": "[reply cut off at the output limit]"})
+            raise LLMBudgetSpent(f"the token budget ({self.token_limit}) ran out while the "
+                                 "reply was cut off at the output limit")
+        if estimate_tokens(sum(len(piece) for piece in pieces)) > self.context_tokens:
+            self._failed("[reply cut off at the output limit; not repeated]",
+                         CUT_OFF.format(pieces=len(pieces)))
 
     def _failed(self, note: str, feedback: str) -> NoReturn:
         # The turn stays in the history (roles keep alternating) as a short note.

@@ -17,14 +17,17 @@ Real servers differ, so the client adapts instead of failing:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import BadInputError, OpbotError
 
@@ -46,24 +49,58 @@ MAX_REPLY_CHARS = 4_000_000
 
 Message = Mapping[str, str]
 
-# <think> / <thinking> blocks, closed or cut off at the end of the reply.
-_THINK_BLOCK = re.compile(r"<(think|thinking)>.*?(?:</\1\s*>|\Z)", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(think|thinking)>", re.IGNORECASE)
 # A closing tag left alone: the template opened the block inside the prompt (DeepSeek-R1).
 _THINK_CLOSE = re.compile(r"</think(?:ing)?\s*>", re.IGNORECASE)
+_FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})", re.MULTILINE)
+
+
+def _fence_end(text: str, fence: re.Match[str]) -> int:
+    closing = re.compile(rf"^{re.escape(fence.group(1))}[ \t]*$", re.MULTILINE)
+    found = closing.search(text, fence.end())
+    return found.end() if found else len(text)
 
 
 def strip_reasoning(text: str) -> str:
-    """The answer part of a reply: every reasoning block removed, closed or not, so nothing
-    the model only thought about (a draft in a fenced block included) reads as its answer."""
-    answer = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(answer))
-    if closes:
-        answer = answer[closes[-1].end():]
-    return answer.strip("\n")
+    """The answer part of a reply: every reasoning block outside the answer's code removed,
+    closed or cut off, so nothing the model only thought about (a draft in a fenced block
+    included) reads as its answer; a `<think>` written inside a code block stays code."""
+    close, fence = _THINK_CLOSE.search(text), _FENCE_OPEN.search(text)
+    opened = _THINK_OPEN.search(text)
+    if close and (not opened or close.start() < opened.start()) and (
+            not fence or close.start() < fence.start()):
+        text = text[close.end():]  # the block began in the prompt
+    kept, position = [], 0
+    while position < len(text):
+        think = _THINK_OPEN.search(text, position)
+        fence = _FENCE_OPEN.search(text, position)
+        if think and (not fence or think.start() < fence.start()):
+            kept.append(text[position:think.start()])
+            end = re.compile(rf"</{think.group(1)}\s*>", re.IGNORECASE).search(text,
+                                                                              think.end())
+            position = end.end() if end else len(text)
+        elif fence:
+            stop = _fence_end(text, fence)
+            kept.append(text[position:stop])
+            position = stop
+        else:
+            kept.append(text[position:])
+            break
+    return "".join(kept).strip("\n")
 
 
 class LLMError(OpbotError):
-    """The endpoint could not give an answer (after the client's retries)."""
+    """The endpoint could not give an answer (after the client's retries).
+    `received_chars`: what a reply had streamed before it failed (billed all the same)."""
+
+    def __init__(self, message: str, received_chars: int = 0) -> None:
+        super().__init__(message)
+        self.received_chars = received_chars
+
+
+class LLMBudgetSpent(LLMError):
+    """The budget (its time, or its tokens in the middle of a cut-off reply) ran out while
+    a reply was still being had."""
 
 
 @dataclass(frozen=True)
@@ -114,8 +151,10 @@ class Completion:
 
 
 class ChatClient(Protocol):
-    def complete(self, messages: Sequence[Message]) -> Completion:
-        """One chat completion; raise LLMError when none can be had."""
+    def complete(self, messages: Sequence[Message], *,
+                 within_s: float | None = None) -> Completion:
+        """One chat completion; raise LLMError when none can be had, LLMBudgetSpent when none
+        came within `within_s` seconds (the time budget's rest)."""
         ...
 
 
@@ -209,7 +248,46 @@ class OpenAIChatClient:
     def streaming(self) -> bool:
         return self._stream
 
-    def complete(self, messages: Sequence[Message]) -> Completion:
+    def complete(self, messages: Sequence[Message], *,
+                 within_s: float | None = None) -> Completion:
+        """One completion; with `within_s`, given up when the time budget runs out, however
+        the server trickles (httpx's timeouts bound each read, not the whole request)."""
+        if within_s is None:
+            return self._complete(messages)
+        if within_s <= 0:
+            raise LLMBudgetSpent("the time budget ran out before the request")
+        answer: list[Completion | BaseException] = []
+
+        def ask() -> None:
+            try:
+                answer.append(self._complete(messages))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                answer.append(exc)
+
+        worker = threading.Thread(target=ask, name="opbot-llm-request", daemon=True)
+        worker.start()
+        worker.join(within_s)
+        if not answer:
+            self._abandon()
+            raise LLMBudgetSpent(f"the LLM endpoint had not answered when the time budget ran "
+                              f"out ({within_s:.0f} s left at the request)")
+        if isinstance(answer[0], BaseException):
+            raise answer[0]
+        return answer[0]
+
+    def _abandon(self) -> None:
+        """A request left behind keeps its own connection; later ones get a new client."""
+        import openai
+
+        old = self._client
+        self._client = openai.OpenAI(base_url=self.settings.base_url,
+                                     api_key=self.settings.api_key or _NO_KEY,
+                                     timeout=openai.Timeout(self.settings.timeout_s),
+                                     max_retries=self.settings.max_retries)
+        with contextlib.suppress(Exception):
+            old.close()
+
+    def _complete(self, messages: Sequence[Message]) -> Completion:
         import openai
 
         payload = [{"role": item["role"], "content": item["content"]} for item in messages]
@@ -217,7 +295,7 @@ class OpenAIChatClient:
         for _ in range(8):
             try:
                 return self._request(payload)
-            except openai.BadRequestError as exc:
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if not self._drop_refused(exc):
                     raise LLMError(self._status_message(exc)) from None
             except _NoEvents:
@@ -225,6 +303,10 @@ class OpenAIChatClient:
                 self.refused.add(_STREAM)
             except openai.OpenAIError as exc:
                 raise self._translated(exc) from None
+            except (ValueError, TypeError, KeyError, AttributeError):
+                # A 200 whose body is not the JSON it claims (an HTML page, a proxy's).
+                raise LLMError("the LLM endpoint answered with a body that is not a chat "
+                               "completion (not JSON, or not its shape)") from None
         raise LLMError("the LLM endpoint kept refusing the request's parameters")
 
     def _arguments(self, payload: list[dict[str, str]]) -> dict[str, Any]:
@@ -259,30 +341,30 @@ class OpenAIChatClient:
                 reply.take(chunk)
                 if time.monotonic() > deadline:
                     raise LLMError("the LLM endpoint was still streaming its reply after "
-                                   f"{self.settings.total_timeout_s:g} s; gave up")
+                                   f"{self.settings.total_timeout_s:g} s; gave up", reply.chars)
                 if reply.chars > MAX_REPLY_CHARS:
                     raise LLMError(f"the LLM endpoint streamed more than {MAX_REPLY_CHARS} "
-                                   "characters; gave up on a runaway reply")
+                                   "characters; gave up on a runaway reply", reply.chars)
         except openai.APITimeoutError:
             raise LLMError("the LLM endpoint went silent for more than "
                            f"{self.settings.timeout_s:g} s in the middle of its streamed "
-                           "reply") from None
+                           "reply", reply.chars) from None
         except openai.APIConnectionError:
             raise LLMError("the connection to the LLM endpoint dropped in the middle of its "
-                           "streamed reply") from None
+                           "streamed reply", reply.chars) from None
         except openai.APIError as exc:
             raise LLMError("the LLM endpoint reported an error in the middle of its "
-                           f"streamed reply: {self._quoted(exc.message)}") from None
+                           f"streamed reply: {self._quoted(exc.message)}", reply.chars) from None
         except ValueError:  # an event whose data is not JSON
             raise LLMError("the LLM endpoint's event stream is not readable (an event that "
-                           "is not JSON)") from None
+                           "is not JSON)", reply.chars) from None
         finally:
             stream.close()
         if reply.events == 0:
             raise _NoEvents
         return reply.completion()
 
-    def _drop_refused(self, exc: openai.BadRequestError) -> bool:
+    def _drop_refused(self, exc: openai.APIStatusError) -> bool:
         """Drop the optional parameters a 400 names; False when it names none we sent."""
         said = f"{exc.message} {json.dumps(exc.body, default=str)}"
         sent = [name for name in self._arguments([]) if name not in ("model", "messages")]
@@ -306,8 +388,9 @@ class OpenAIChatClient:
         return text or "no detail"
 
     def _status_message(self, exc: openai.APIStatusError) -> str:
-        return (f"the LLM endpoint answered HTTP {exc.status_code} "
-                f"(after {self.settings.max_retries} retries where that helps): "
+        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        after = f" (after {self.settings.max_retries} retries)" if retried else ""
+        return (f"the LLM endpoint answered HTTP {exc.status_code}{after}: "
                 f"{self._quoted(exc.message)}")
 
     def _translated(self, exc: Exception) -> LLMError:
@@ -320,8 +403,19 @@ class OpenAIChatClient:
             return LLMError(self._status_message(exc))
         if isinstance(exc, openai.APIConnectionError):
             return LLMError("the LLM endpoint cannot be reached "
-                            f"({self.settings.base_url or 'the default OpenAI URL'})")
+                            f"({_shown_url(self.settings.base_url)})")
         return LLMError(f"the LLM request failed: {type(exc).__name__}")
+
+
+def _shown_url(url: str | None) -> str:
+    """An endpoint's URL as messages may show it: no user, password or query (keys hide
+    there)."""
+    if not url:
+        return "the default OpenAI URL"
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit((parts.scheme, f"{host}{port}", parts.path, "", ""))
 
 
 def _whole(response: Any) -> Completion:
@@ -330,6 +424,10 @@ def _whole(response: Any) -> Completion:
     choice = choices[0] if choices else None
     message = getattr(choice, "message", None)
     prompt, completion = _usage(getattr(response, "usage", None))
+    text, reasoning = _text(getattr(message, "content", None)), _reasoning(message)
+    if len(text) + len(reasoning) > MAX_REPLY_CHARS:
+        raise LLMError(f"the LLM endpoint answered more than {MAX_REPLY_CHARS} characters; "
+                       "gave up on a runaway reply", len(text) + len(reasoning))
     return Completion(text=_text(getattr(message, "content", None)), prompt_tokens=prompt,
                       completion_tokens=completion,
                       finish_reason=_text(getattr(choice, "finish_reason", None)) or None,

@@ -24,7 +24,7 @@ from bot.agent.backends.base import (
 )
 from bot.agent.conversation import Conversation, TokenCount
 from bot.agent.drafters import Drafter, LLMDrafter, OfflineDrafter
-from bot.agent.llm import LLMError
+from bot.agent.llm import LLMBudgetSpent, LLMError
 from bot.agent.outcome import (
     Budget,
     GenerateOutcome,
@@ -147,8 +147,19 @@ class Loop:
         except ReplyError as exc:
             self._reject(str(exc))
             return None
+        if self._holds_secret(candidate):
+            return None
         self._drafted(candidate)
         return candidate
+
+    def _holds_secret(self, candidate: Candidate) -> bool:
+        """A draft quoting a credential (an endpoint that echoes the key) is never judged,
+        written or published."""
+        if not any(self.transcript.redacts(text) for text in candidate.files.values()):
+            return False
+        self._reject("the reply's files contain a credential (an API key or token): never "
+                     "put keys or tokens in code; write the files again without it")
+        return True
 
     def _drafted(self, candidate: Candidate) -> None:
         self.latest = candidate
@@ -190,7 +201,8 @@ class Loop:
     def _restart_due(self) -> bool:
         best = self.best
         if best is None or best.written is None or self.restarts >= MAX_RESTARTS or \
-                self.in_round or not is_stuck(self.scored[self.fresh_from:], best):
+                self.in_round or not is_stuck(self.scored[self.fresh_from:], best) or \
+                self.out_of_budget():  # no draft follows: a restart would only be noted
             return False
         self.restarts += 1
         self._restore(best.number, self.candidates[best.number])
@@ -267,6 +279,8 @@ class Loop:
                 if isinstance(item, ReplyError):
                     self._reject(str(item))
                     candidate = None
+                elif self._holds_secret(item):
+                    candidate = None
                 else:
                     self._drafted(item)
                     candidate = item
@@ -305,6 +319,10 @@ class Loop:
                 self.drafts -= 1  # nothing was drafted
                 self.stopped_because = "no_more_drafts"
                 self.notes.append(str(exc))
+                return None
+            except LLMBudgetSpent as exc:
+                self.stopped_because = "budget"
+                self.notes.append(f"budget spent: {exc}")
                 return None
             except LLMError as exc:
                 self.stopped_because = "llm_error"
@@ -393,11 +411,15 @@ class _Generation:
     section: PerfSection | None
 
 
-def _drafter(bench: Workbench, llm: LLMChoice | None, transcript: Transcript) -> Drafter:
+def _drafter(bench: Workbench, llm: LLMChoice | None, transcript: Transcript,
+             budget: Budget) -> Drafter:
     if llm is None:
         return OfflineDrafter(bench)
-    return LLMDrafter(bench=bench, conversation=Conversation(llm.client, transcript),
-                      model=llm.model, hint=llm.hint)
+    # No reply outlives the budget, however slowly a server answers.
+    conversation = Conversation(llm.client, transcript,
+                                deadline=time.monotonic() + budget.seconds,
+                                token_limit=budget.tokens)
+    return LLMDrafter(bench=bench, conversation=conversation, model=llm.model, hint=llm.hint)
 
 
 def _unsupported(spec: OpSpec, backend: str, attempts: int, message: str,
@@ -415,11 +437,15 @@ def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
     section = None
     if chosen is not None:
         loop.progress(f"writing the {title} package to {out}")
-        write_spec_files(out, _inferred_spec(loop.spec, result))
-        loop.bench.write_package(out, chosen)
+        written = _inferred_spec(loop.spec, result)
+        write_spec_files(out, written)
+        loop.bench.write_package(out, chosen, written)
+        held = [] if best is not None or best_number is None or loop.best is None else [
+            f"No attempt passed: the package holds attempt {best_number} of {loop.drafts}, the "
+            f"best one ({loop.best.score.describe()})."]
         section = PerfSection(backend=backend, title=title, generator=loop.drafter.name,
                               attempts=loop.drafts, result=result,
-                              notes=loop.bench.perf_notes(result), tuning=loop.tuning)
+                              notes=held + loop.bench.perf_notes(result), tuning=loop.tuning)
     status: GenerateStatus = "passed" if best is not None else "failed"
     if loop.stopped_because == "unverified":
         message = loop.bench.unverified_message(out)
@@ -428,7 +454,8 @@ def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
     else:
         kept = f" (kept attempt {best_number}, the best of {loop.drafts}: " \
             f"{loop.best.score.describe()})" if loop.best and best_number else ""
-        message = f"no candidate passed{kept}; last error:\n{loop.last_error}"
+        last = loop.last_error or (loop.notes[-1] if loop.notes else "none recorded")
+        message = f"no candidate passed{kept}; last error:\n{last}"
     loop.transcript.record("end", status=status, stopped_because=loop.stopped_because,
                            attempts=loop.drafts, tokens=loop.drafter.tokens.to_json())
     return _Generation(GenerateOutcome(
@@ -487,7 +514,7 @@ def _run(request: _Request, workdir: Path, transcript: Transcript) -> _Generatio
         transcript.record("end", status="unsupported", stopped_because="unsupported")
         return _Generation(_unsupported(spec, agent.name, 0, str(exc), exc.ops), None)
     transcript.record("start", **start, **bench.start_record())
-    loop = Loop(spec=spec, bench=bench, drafter=_drafter(bench, llm, transcript),
+    loop = Loop(spec=spec, bench=bench, drafter=_drafter(bench, llm, transcript, request.budget),
                 budget=request.budget, transcript=transcript, progress=request.progress,
                 workdir=workdir)
     try:

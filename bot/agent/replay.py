@@ -48,9 +48,12 @@ class ReplayReport:
                 "attempts": [item.__dict__ for item in self.attempts], "notes": self.notes}
 
 
+_MOST = 1_000_000  # attempt numbers name folders: a hostile one must not
+
+
 def _attempt(entry: Mapping[str, Any]) -> int:
     number = entry.get("attempt")
-    if isinstance(number, bool) or not isinstance(number, int):
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= _MOST:
         raise BadInputError(f"a {entry.get('kind')} entry has no attempt number: not an opbot "
                             "transcript")
     return number

@@ -69,6 +69,10 @@ class Transcript:
             self._handle.write(json.dumps(entry, default=str) + "\n")
             self._handle.flush()
 
+    def redacts(self, text: str) -> bool:
+        """Whether `text` holds one of the secrets this transcript hides."""
+        return self._redactor.text(text) != text
+
     def close(self) -> None:
         self._handle.close()
 

@@ -130,7 +130,7 @@ class TableBench:
     def tuning_variants(self, candidate: Candidate) -> list[TuningVariant]:
         return list(self.variants)
 
-    def write_package(self, out: Path, candidate: Candidate) -> None:
+    def write_package(self, out: Path, candidate: Candidate, spec: object) -> None:
         raise AssertionError("tuning writes no package")
 
     def perf_notes(self, result: VerifyResult | None) -> list[str]:

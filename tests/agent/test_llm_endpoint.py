@@ -409,3 +409,91 @@ def test_the_bots_generation_step_hands_its_llm_policy_to_the_child(
     assert outcome.status == "passed", outcome.message
     assert _options(server)[0]["max_tokens"] == 1234
     assert _options(server)[0]["reasoning_effort"] == "low"
+
+
+# -- after an outside attack ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_trickling_server_cannot_outlive_the_time_budget(tmp_path: Path, stream: bool,
+                                                           ) -> None:
+    """A byte every half second resets every read timeout; the budget still ends the run,
+    as `budget`, with the best attempt written."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"llm:\n  defaults: {{stream: {str(stream).lower()}}}\n",
+                      encoding="utf-8")
+    with ScriptedLLM([reply(WRONG), Step(trickle_s=0.5)]) as server:
+        started = time.monotonic()
+        result = _generate(server, tmp_path / "out", "--time-budget", "25",
+                           "--llm-timeout", "5", "--policy", str(policy))
+        took = time.monotonic() - started
+    assert result["stopped_because"] == "budget", result
+    assert took < 60, took
+    assert result["best_attempt"] == 1
+    assert (tmp_path / "out" / "triton" / "relu.py").read_text(encoding="utf-8").strip() == \
+        WRONG.strip()
+    assert any("time budget ran out" in note for note in result["notes"])
+
+
+def test_a_body_that_is_not_json_is_a_clear_error(tmp_path: Path) -> None:
+    page = b"<html><body>502 Bad Gateway</body></html>"
+    with ScriptedLLM([Step(raw_body=page)] * 4) as server:
+        result = _generate(server, tmp_path / "out", "--max-attempts", "2")
+    assert result["stopped_because"] == "llm_error"
+    assert "not a chat completion" in " ".join(result["notes"])
+
+
+def test_continuations_stop_at_the_token_budget(tmp_path: Path) -> None:
+    cut = Step(content="x" * 4000, finish_reason="length", usage=False)
+    with ScriptedLLM([cut, cut, cut]) as server:
+        result = _generate(server, tmp_path / "out", "--max-tokens", "100")
+    assert len(server.requests) == 1  # no continuation past the budget
+    assert result["stopped_because"] == "budget"
+
+
+def test_a_stream_that_breaks_off_is_still_billed(tmp_path: Path) -> None:
+    conversation = _conversation(ScriptedLLM([]), tmp_path)
+    request = [{"role": "user", "content": "y" * 400}]
+    conversation.tokens.charge_broken(request, 4000)
+    assert conversation.tokens.total >= 1100
+    assert conversation.tokens.estimated
+
+
+def test_a_reply_quoting_the_key_is_never_judged_or_written(tmp_path: Path) -> None:
+    leaky = GOOD.replace("import torch", f"import torch\nKEY = {KEY!r}", 1)
+    with ScriptedLLM([reply(leaky), reply(GOOD)]) as server:
+        result = _generate(server, tmp_path / "out")
+    assert result["status"] == "passed"
+    assert result["attempts"] == 2
+    assert "contain a credential" in server.requests[1].last_user_message()
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(encoding="utf-8", errors="replace"), path
+
+
+@pytest.mark.parametrize(("raw", "kept"), [
+    ("```python\n# parse <think> blocks here\nx = 1\n```", "# parse <think> blocks here"),
+    ("```python\nx = 1\n```\nThe code contains no </think> tags.", "x = 1"),
+    ("<think>plan</think>\n```python\ny = '<think>'\n```", "y = '<think>'"),
+])
+def test_think_tags_in_the_answer_stay_the_answer(raw: str, kept: str) -> None:
+    assert kept in strip_reasoning(raw)
+
+
+def test_a_422_naming_a_parameter_drops_it() -> None:
+    with ScriptedLLM([Step(status=422, content="unknown field `stream_options`"),
+                      reply(GOOD)]) as server:
+        completion = _client(server).complete([{"role": "user", "content": "go"}])
+    assert "model_new.py" in completion.text
+    assert "stream_options" in _options(server)[0]
+    assert "stream_options" not in _options(server)[1]
+
+
+def test_credentials_in_the_base_url_are_never_shown(tmp_path: Path) -> None:
+    run = run_opbot("generate", str(REFERENCE), "--backend", "triton", "--llm", "openai",
+                    "--llm-base-url", "http://user:sk-URLSECRET1@127.0.0.1:9/v1?api-key=sk-Q2",
+                    "--llm-model", "m", "--max-attempts", "1", "--out", str(tmp_path / "o"),
+                    "--json", env={"OPBOT_LLM_API_KEY": KEY})
+    assert "sk-URLSECRET1" not in run.stdout + run.stderr
+    assert "sk-Q2" not in run.stdout + run.stderr
+    assert "127.0.0.1:9/v1" in run.stdout

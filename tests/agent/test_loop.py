@@ -62,6 +62,10 @@ def test_compile_error_then_mismatch_then_pass(tmp_path: Path) -> None:
     assert KEY not in (tmp_path / "out" / "transcript.jsonl").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "triton" / "relu.py").read_text(encoding="utf-8").strip() == \
         GOOD.strip()
+    # A KernelBench reference: the package's tests run the cases the harness observed.
+    tests = (tmp_path / "out" / "tests" / "test_relu.py").read_text(encoding="utf-8")
+    assert "CASES = []" not in tests
+    assert "CASES = [" in tests
 
 
 def test_budget_exhaustion_fails_with_the_last_error(tmp_path: Path) -> None:
@@ -74,6 +78,7 @@ def test_budget_exhaustion_fails_with_the_last_error(tmp_path: Path) -> None:
     assert "no_such_load" in str(result["message"])
     perf = (tmp_path / "out" / "PERF.md").read_text(encoding="utf-8")
     assert "FAILED" in perf or "failed" in perf
+    assert "No attempt passed: the package holds attempt 1 of 2, the best one" in perf
     # The best attempt is kept: the one that ran (wrong values), not the one that broke.
     assert result["best_attempt"] == 1
     assert "kept attempt 1, the best of 2: ran, with wrong values" in str(result["message"])

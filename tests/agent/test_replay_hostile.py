@@ -43,6 +43,8 @@ def test_an_ascendc_draft_naming_a_file_it_may_not_write_is_rejected(
     {"kind": "candidate", "attempt": "1", "files": {}},
     {"kind": "candidate", "files": {}},
     {"kind": "candidate", "attempt": 1, "files": ["gelu_kernel.cpp"]},
+    {"kind": "candidate", "attempt": 10**300, "files": {}},  # names a folder: too long
+    {"kind": "candidate", "attempt": -1, "files": {}},
 ])
 def test_malformed_entries_are_bad_input_not_a_traceback(tmp_path: Path,
                                                          entry: dict[str, Any]) -> None:

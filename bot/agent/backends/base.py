@@ -136,8 +136,10 @@ class Workbench(Protocol):
         """Ranked variants to time on the device (best guess first); [] when none."""
         ...
 
-    def write_package(self, out: Path, candidate: Candidate) -> None:
-        """The backend's files of the operator package (the spec files are the loop's)."""
+    def write_package(self, out: Path, candidate: Candidate, spec: OpSpec) -> None:
+        """The backend's files of the operator package (the spec files are the loop's);
+        `spec` is the one written beside them (a KernelBench reference's, completed with
+        the inputs the harness observed), so the package's tests have cases."""
         ...
 
     def perf_notes(self, result: VerifyResult | None) -> list[str]:

@@ -42,6 +42,7 @@ from bot.agent.offline.run import generate_in_worker
 from bot.agent.package import write_files, write_spec_files
 from bot.agent.reply import ReplyError
 from bot.errors import BadInputError
+from bot.spec import OpSpec
 from runners.ascendc.backend import AscendCBackend
 from runners.ascendc.cpu_verify import is_cpu_model
 from runners.ascendc.package import Generation, PackageError, write_package
@@ -244,8 +245,8 @@ class AscendCWorkbench:
                                           candidate=self._candidate(package, changed)))
         return variants
 
-    def write_package(self, out: Path, candidate: Candidate) -> None:
-        write_package(candidate.files, out)  # build.sh made executable
+    def write_package(self, out: Path, candidate: Candidate, spec: OpSpec) -> None:
+        write_package(candidate.files, out)  # rendered with the cases; build.sh executable
 
     def perf_notes(self, result: VerifyResult | None) -> list[str]:
         if result is not None and result.timing is not None:

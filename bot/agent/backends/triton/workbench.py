@@ -32,6 +32,7 @@ from bot.agent.feedback import timing_feedback, verification_feedback
 from bot.agent.offline.run import generate_in_worker
 from bot.agent.package import write_files
 from bot.errors import BadInputError
+from bot.spec import OpSpec
 from runners.base import Backend as Runner
 from runners.base import VerifyResult
 
@@ -142,8 +143,8 @@ class TritonWorkbench:
     def tuning_variants(self, candidate: Candidate) -> list[TuningVariant]:
         return []  # the model tunes Triton kernels (block sizes, warps) itself
 
-    def write_package(self, out: Path, candidate: Candidate) -> None:
-        write_files(out, package_files(self.context.spec, candidate.files[self.kernel]))
+    def write_package(self, out: Path, candidate: Candidate, spec: OpSpec) -> None:
+        write_files(out, package_files(spec, candidate.files[self.kernel]))
 
     def perf_notes(self, result: VerifyResult | None) -> list[str]:
         if result is not None and result.timing is not None and result.device.startswith("cpu"):
