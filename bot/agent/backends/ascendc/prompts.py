@@ -93,6 +93,17 @@ Module parameters (a norm's weight, bias) come after the inputs as float32 rows.
 - matmul: the cube unit through the high-level Matmul API runs only on an Ascend runner; \
 opbot's offline checks cannot run it."""
 
+# How a reply carries the files, for every pattern's contract.
+_REPLY_FORM = """- Write only these three files. {rendered} are rendered by opbot; a reply \
+that writes any of them is rejected.
+
+Reply with the complete files, each in a fenced block whose info string names it:
+```cpp file={kernel_file}
+...
+```
+(then ```cpp file={op}_tiling.h and ```cpp file=op.cpp; a file you leave out keeps its \
+current text)."""
+
 _CONTRACT = """The contract (opbot's build, CPU twin and tests rely on it)
 - The kernel, {kernel_file}, has these entries (one per dtype):
 {entries}
@@ -117,15 +128,7 @@ these constants against the kernel's before anything is built.
 TORCH_LIBRARY({namespace}, m) and TORCH_LIBRARY_IMPL({namespace}, PrivateUse1, m), reads \
 the vector core count and the UB size from PlatformAscendCManager at run time, and \
 launches every entry with ComputeTiling's plan on the current NPU stream.
-- Write only these three files. {rendered} are rendered by opbot; a reply that writes any \
-of them is rejected.
-
-Reply with the complete files, each in a fenced block whose info string names it:
-```cpp file={kernel_file}
-...
-```
-(then ```cpp file={op}_tiling.h and ```cpp file=op.cpp; a file you leave out keeps its \
-current text)."""
+""" + _REPLY_FORM
 
 
 def system_prompt(generation: Generation) -> str:
@@ -152,15 +155,7 @@ x 32 bytes exceed the usable UB.
 ComputeTiling(rows, rowLength, dtypeBytes, cores, ubBytes) returning it (blockDim 0: no \
 fit) and the kernel's constants. The binding, op.cpp, registers \
 torch.ops.{namespace}.{op}({arguments}) as for every pattern.
-- Write only these three files. {rendered} are rendered by opbot; a reply that writes any \
-of them is rejected.
-
-Reply with the complete files, each in a fenced block whose info string names it:
-```cpp file={kernel_file}
-...
-```
-(then ```cpp file={op}_tiling.h and ```cpp file=op.cpp; a file you leave out keeps its \
-current text)."""
+""" + _REPLY_FORM
 
 
 def _row_contract(op: str, *, inputs: Sequence[str], outputs: int, params: Sequence[str],

@@ -317,14 +317,32 @@ def _scope_problems(graph: Graph) -> list[str]:
 # --------------------------------------------------------------------------- emission
 
 
+class SlotPool:
+    """Scratch slots of one kind, named `<prefix><n>`: the lowest free one is reused once
+    its value is dead; `high_water` is how many the kernel must declare."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.free: list[int] = []
+        self.high_water = 0
+
+    def take(self) -> int:
+        if self.free:
+            return heapq.heappop(self.free)
+        self.high_water += 1
+        return self.high_water - 1
+
+    def give(self, slot: int) -> None:
+        heapq.heappush(self.free, slot)
+
+
 class _Emitter:
     """Rule applications -> C++ statements, with scratch slots allocated and reused."""
 
     def __init__(self, graph: Graph, steps: list[_Step]) -> None:
         self.graph = graph
         self.steps = steps
-        self.free: list[int] = []
-        self.high_water = 0
+        self.pool = SlotPool()
         self.names: dict[int, str] = {id(node): f"x{i}" for i, node in enumerate(graph.inputs)}
         self.slots: dict[int, int] = {}
         self.lines: list[str] = []
@@ -349,13 +367,10 @@ class _Emitter:
         return last
 
     def take(self) -> int:
-        if self.free:
-            return heapq.heappop(self.free)
-        self.high_water += 1
-        return self.high_water - 1
+        return self.pool.take()
 
     def give(self, slot: int) -> None:
-        heapq.heappush(self.free, slot)
+        self.pool.give(slot)
 
     def operand(self, arg: Arg) -> Operand:
         if isinstance(arg, float):
@@ -411,7 +426,7 @@ class _Emitter:
         for index, step in enumerate(self.steps):
             self.emit_step(index, step)
         self.emit_outputs()
-        return tuple(self.lines), self.high_water
+        return tuple(self.lines), self.pool.high_water
 
 
 def _expression(node: Node, names: Mapping[int, str], depth: int = 0) -> str:

@@ -14,13 +14,13 @@ lanes; a reduction is the kernel's ReduceRow (a tree of basic vector instruction
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from bot.agent.backends.ascendc.offline.lower import (
     Lowered,
+    SlotPool,
     Unsupported,
     _dtype_name,
     _expression,
@@ -48,28 +48,10 @@ class LoweredRows(Lowered):
     params: tuple[ParamSpec, ...] = ()
 
 
-class _Pool:
-    """Scratch slots of one kind (rows `s`, stats `t`), reused once their value is dead."""
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.free: list[int] = []
-        self.high_water = 0
-
-    def take(self) -> int:
-        if self.free:
-            return heapq.heappop(self.free)
-        self.high_water += 1
-        return self.high_water - 1
-
-    def give(self, slot: int) -> None:
-        heapq.heappush(self.free, slot)
-
-
 class _PrefixContext(Context):
     """A rule's temporaries from one pool, named with its prefix."""
 
-    def __init__(self, pool: _Pool) -> None:
+    def __init__(self, pool: SlotPool) -> None:
         super().__init__(pool.take)
         self.pool = pool
 
@@ -91,8 +73,8 @@ class _RowLowering:
         self.shape = tuple(graph.inputs[0].shape)
         self.kinds: dict[int, Kind] = {}
         self.names: dict[int, str] = {}
-        self.slots: dict[int, tuple[_Pool, int]] = {}
-        self.rows, self.stats = _Pool("s"), _Pool("t")
+        self.slots: dict[int, tuple[SlotPool, int]] = {}
+        self.rows, self.stats = SlotPool("s"), SlotPool("t")
         self.lines: list[str] = []
         self.params: list[ParamSpec] = []
         self.last_use: dict[int, int] = {}
