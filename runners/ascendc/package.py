@@ -684,7 +684,7 @@ class Manifest:
             return cls._from_mapping(data)
         except KeyError as exc:
             raise PackageError(f"{MANIFEST}: the field {exc} is missing") from None
-        except (TypeError, ValueError, AttributeError) as exc:
+        except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
             raise PackageError(f"{MANIFEST}: a field has the wrong type ({exc}); entries is "
                                "an object of dtype -> kernel name, inputs a list of names, "
                                "outputs and compute_slots integers") from None
@@ -765,13 +765,26 @@ def write_package(files: Mapping[str, str], root: Path) -> list[Path]:
     return written
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+def _manifest_data(path: Path) -> Any:
+    """The manifest's JSON, read only when it is a plain file of sane size (a sparse 10 GB
+    file compresses to nothing in git) and decoded without deep nesting or huge numbers."""
+    if path.is_symlink():
+        raise PackageError(f"{path.name}: a link; the manifest must be a plain file")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise PackageError(f"{path.name}: {path.stat().st_size} bytes; a manifest is at most "
+                           f"{MAX_MANIFEST_BYTES} bytes")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise PackageError(f"{path.name}: not valid JSON: {str(exc)[:200]}") from None
+
+
 def read_manifest(package: Path) -> Manifest:
     """The manifest of an op folder or of its ascendc/ folder."""
     for candidate in (package / "ascendc" / MANIFEST, package / MANIFEST):
         if candidate.is_file():
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise PackageError(f"{candidate.name}: not valid JSON: {exc}") from None
-            return Manifest.from_json(data)
+            return Manifest.from_json(_manifest_data(candidate))
     raise PackageError(f"{package}: no ascendc/{MANIFEST} (not an opbot Ascend C package)")

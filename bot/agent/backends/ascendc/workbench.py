@@ -50,8 +50,10 @@ from runners.base import Availability, VerifyResult
 from runners.base import Backend as Runner
 
 NAME = "ascendc"
-OFFLINE_SCOPE = ("the offline Ascend C generator handles elementwise operators only ({reason}); "
-                 "use the Triton backend (it runs on Ascend through triton-ascend)")
+OFFLINE_SCOPE = ("the offline Ascend C generator handles elementwise operators and row "
+                 "reductions over the last dimension (softmax, log-softmax, RMS and layer "
+                 "norm) only ({reason}); use an LLM, or the Triton backend (it runs on "
+                 "Ascend through triton-ascend)")
 
 
 def toolchain_generation(runner: Runner) -> Generation:
