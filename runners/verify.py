@@ -226,6 +226,16 @@ class Judge:
                                        if self.request.compiles_on_first_launch else ""))
         if answer.kind != "ready":
             raise JudgeStop(self._candidate_failure(answer, "init"))
+        names = [str(item["name"]) for item in header.get("params") or []]
+        if self.request.package_ops and names and answer.header.get("shared_parameters") \
+                is not True:
+            # An operator package takes the module's state as arguments: one that takes none
+            # (or others) has the reference's values baked in, right only for these weights.
+            raise JudgeStop(Failure(
+                check="init", message=f"the reference has parameters ({', '.join(names[:8])}"
+                f"{', ...' if len(names) > 8 else ''}) and the package does not take them: "
+                "its manifest's `params` must list each by its state_dict name and shape, "
+                "and the kernel must read them (the values may be any)"))
 
     def check(self, prepared: Message) -> tuple[list[CaseResult], list[Failure]]:
         started = time.monotonic()

@@ -24,6 +24,12 @@ _INCLUDE = re.compile(r"^\s*#\s*(?:include|include_next|import)\b(?P<rest>.*)$",
 _QUOTED = re.compile(r'^\s*(?:"(?P<q>[^"]+)"|<(?P<a>[^>]+)>)\s*(?://.*|/\*.*)?$')
 _LOCAL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\.(?:h|hpp|inc|asc)")
 # Host-only or model-aware tokens: (pattern, why).
+_MATH = (r"(?:expf?|logf?|log1pf?|erff?|erfcf?|sqrtf?|powf?|tanhf?|sinf?|cosf?|fabsf?|floorf?|"
+         r"ceilf?)")
+_HOST = (r"(?:fopen|fread|fwrite|fprintf|printf|puts|fputs|fgets|fscanf|scanf|fclose|fflush|"
+         r"getenv|system|popen|dlopen|dlsym|mmap|syscall|fork|execve?|atexit|at_quick_exit|"
+         r"open|read|write|readlink|memfd_create|signal|sigaction|unlink|remove|rename|exit|"
+         r"_exit|stderr|stdout|stdin)")
 _FORBIDDEN = (
     (re.compile(r"\b(?:ASCENDC_CPU_DEBUG|__CCE_KT_TEST__|OPBOT_CPU_MODEL|ASCENDC_DEBUG)\b"),
      "asks whether it runs on the CPU model (a kernel must compute the same everywhere)"),
@@ -35,10 +41,10 @@ _FORBIDDEN = (
                 r"printf|fopen|fwrite|getenv|system|thread|ifstream|ofstream|atexit|"
                 r"filesystem|ios|cout|cerr)\b"),
      "calls the host's C++ library, which an AI Core does not have"),
-    (re.compile(r"(?<![\w:.>])(?:expf?|logf?|log1pf?|erff?|erfcf?|sqrtf?|powf?|tanhf?|sinf?|"
-                r"cosf?|fabsf?|floorf?|ceilf?|fopen|fread|fwrite|fprintf|getenv|system|popen|"
-                r"dlopen|mmap|syscall|fork|execve?|atexit|at_quick_exit|open|read|write|"
-                r"readlink|memfd_create|signal|sigaction)\s*\("),
+    # Called, taken by address (`&fopen`), named globally (`::expf`) or in parentheses
+    # (`(fopen)(...)`): every spelling that reaches the host's C library.
+    (re.compile(rf"(?<![\w:.>])(?:{_MATH}|{_HOST})\s*\(|(?<![\w.>])(?:&|::)\s*(?:{_MATH}|{_HOST})\b"
+                rf"|(?<![\w:.>])(?:{_HOST})\s*\)"),
      "calls the host's C library, which an AI Core does not have"),
     (re.compile(r"\b_Pragma\b|#\s*pragma\s+(?:GCC\s+)?(?:poison|system_header|push_macro)"),
      "uses a pragma that changes how the check sees the code"),

@@ -30,7 +30,7 @@ def _package(tmp_path: Path, text: str) -> Path:
     .replace("Infinity", "1e400"),
 ], ids=["deep", "huge-outputs", "huge-shape"])
 def test_hostile_manifests_are_package_errors(tmp_path: Path, text: str) -> None:
-    with pytest.raises(PackageError, match="not valid JSON|wrong type"):
+    with pytest.raises(PackageError, match=r"not valid JSON|wrong type"):
         read_manifest(_package(tmp_path, text))
 
 
