@@ -381,6 +381,9 @@ class Loop:
             except (NoMoreDrafts, ReplyError, LLMError) as exc:
                 self.notes.append(f"tuning stopped: {exc}")
                 break
+            if self._holds_secret(candidate):
+                feedback = self.last_error
+                continue
             self._drafted(candidate)
             rejection = self.precheck(candidate)
             result = None if rejection is not None else self.verify(candidate)

@@ -279,3 +279,17 @@ def test_first_drafts_never_exceed_the_attempts(tmp_path: Path,
     assert loop.run() is None
     assert drafter.requests == [("first_many", "2")]
     assert loop.stopped_because == "budget"
+
+
+def test_a_tuning_draft_quoting_a_credential_is_never_judged(tmp_path: Path) -> None:
+    secret = "sk-tuning-secret-9d1c"
+    kept = Transcript(tmp_path / "secret.jsonl", Redactor([secret]))
+    loop, drafter, bench = _loop(tmp_path, kept, [f"faster {secret}", "faster"],
+                                 {"faster": result("cuda", 0.5)})
+    loop.budget = Budget(tuning_attempts=2)
+    loop.drafts = 1
+    best = loop.tune(Attempt(1, candidate("first"), result("cuda", 2.0)))
+    kept.close()
+    assert best.candidate.files[KERNEL] == "faster"
+    assert bench.verified == ["faster"]  # the draft holding the key was never judged
+    assert "contain a credential" in drafter.asked[1]
