@@ -8,7 +8,7 @@ error text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -186,6 +186,14 @@ class Forge(Protocol):
 
     # -- issues, comments, reactions, labels --------------------------------------------
     def get_issue(self, number: int) -> Issue: ...
+    def find_issue(self, title: str, author: str) -> Issue | None:
+        """The oldest open issue (never a pull/merge request) titled exactly `title` that
+        `author` opened; None if none."""
+        ...
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
+        """A new issue, opened by the token's user, born with `labels`. Not idempotent on
+        its own: RetryingForge looks with `find_issue(title, whoami())` after a lost answer."""
+        ...
     def list_comments(self, target: Target) -> list[Comment]: ...
     def create_comment(self, target: Target, body: str) -> Comment: ...
     def update_comment(self, target: Target, comment_id: int, body: str) -> Comment: ...
@@ -219,6 +227,10 @@ class Forge(Protocol):
     # -- pull/merge requests ------------------------------------------------------------
     def find_pull_request(self, head_branch: str) -> PullRequest | None:
         """The open PR/MR from this branch, if any."""
+        ...
+    def closed_pull_requests(self, head_branch: str) -> list[PullRequest]:
+        """PRs/MRs from this repository's branch that were closed (merged or not), newest
+        first."""
         ...
     def get_pull_request(self, number: int) -> PullRequest: ...
     def create_pull_request(self, draft: PullRequestDraft) -> PullRequest: ...

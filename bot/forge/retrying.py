@@ -12,6 +12,8 @@ the lost try made:
 - `create_pull_request`: the open PR from the draft's branch into its base (also after a
   ConflictError: that PR is what was asked for), with the draft's labels added;
 - `reply_to_thread`: the newest comment in the thread by `whoami()` with that body;
+- `create_issue`: the oldest open issue by `whoami()` with exactly that title
+  (`find_issue`; the labels come in the same request, so it has what it could get);
 - `dispatch_plan` is retried only after a rate limit (the forge refused it before acting):
   a second dispatch cannot be told from the first, so after a 5xx the error reaches the
   caller, whose queue decides (`opbot serve --dispatch` retries it, knowingly).
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
@@ -34,6 +36,7 @@ from bot.forge.base import (
     Dispatch,
     Forge,
     ForgeError,
+    Issue,
     PullRequest,
     PullRequestDraft,
     RateLimitedError,
@@ -147,6 +150,24 @@ class RetryingForge:
             self._inner.add_labels(Target("pull", found.number), missing)
             found = self._inner.get_pull_request(found.number)
         return found
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
+        lost = False
+
+        def attempt() -> Issue:
+            nonlocal lost
+            if lost:
+                me = self._me()  # not knowing who the bot is, a second issue beats a wrong one
+                made = self._inner.find_issue(title, me) if me is not None else None
+                if made is not None:
+                    return made
+            try:
+                return self._inner.create_issue(title, body, labels)
+            except UnavailableError:
+                lost = True
+                raise
+
+        return self._retry(attempt)
 
     def dispatch_plan(self, plan: Mapping[str, Any]) -> Dispatch:
         return self._retry(lambda: self._inner.dispatch_plan(plan), on=(RateLimitedError,))

@@ -36,6 +36,7 @@ ActKind = Literal[
     "review-reply",  # a reply in a diff thread (GitHub makes a review for it)
     "pull-opened",
     "pull-edited",
+    "pull-closed",  # a pull/merge request was closed without being merged
     "push",  # a branch moved (from the bare repository's push log)
     "thread-resolved",  # a diff thread was resolved (its comments in review_comments)
     "ci-failed",  # a workflow run / pipeline failed

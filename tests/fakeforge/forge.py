@@ -2,8 +2,9 @@
 
 Two kinds of helpers: `add_*`, `open_*` (but `open_fork_pull`) and `human_commit` arrange
 state silently, as if it had always been there; `submit_issue_form`, `comment`,
-`submit_review`, `fail_ci`, `open_fork_pull` and `human_push` play a person (or CI) acting
-now, and deliver the webhooks the real services would to every subscription (hooks.py).
+`submit_review`, `close_pull`, `fail_ci`, `open_fork_pull` and `human_push` play a person
+(or CI) acting now, and deliver the webhooks the real services would to every subscription
+(hooks.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .model import (
     Role,
     User,
     discussion_id,
+    now,
 )
 from .server import FakeServer
 
@@ -279,6 +281,22 @@ class FakeForge:
             issue = self.open_issue(repo, title, body, author=author, labels=names)
             self.state.announce(Act("issue-opened", repo, author, issue=issue,
                                     labels=tuple(names)))
+        return issue
+
+    def close_pull(self, repo: str, number: int, *, by: str) -> Issue:
+        """A maintainer closes a pull/merge request without merging it: GitHub delivers
+        `pull_request.closed` (`merged` false), GitLab a Merge Request Hook (close). It
+        keeps the head it had."""
+        found = self.state.repos[repo]
+        issue = found.issues[number]
+        assert issue.pull is not None, f"#{number} is not a pull request"
+        with self.state.lock:
+            if issue.state == "closed":
+                return issue
+            issue.pull.closed_head_sha = found.head_sha(issue)
+            issue.state = "closed"
+            issue.updated_at = now()
+            self.state.announce(Act("pull-closed", repo, by, issue=issue))
         return issue
 
     def comment(self, repo: str, number: int, body: str, *, author: str) -> Comment:

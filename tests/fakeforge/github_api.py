@@ -166,6 +166,48 @@ def get_permission(api: GitHubApi, call: Call, login: str, owner: str, repo: str
 
 
 # -- issues, comments, reactions, labels -----------------------------------------------------
+@router.route("GET", "/repos/{owner}/{repo}/issues")
+def list_issues(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -> Reply:
+    """Issues and pull requests (those with their `pull_request` key), as GitHub lists
+    them: state (default open), creator, labels (all of them), sort (created, updated,
+    comments) and direction (default: newest first)."""
+    found = api.repo(owner, repo)
+    state, creator = call.arg("state", "open"), call.arg("creator")
+    wanted = [n.strip() for n in (call.arg("labels") or "").split(",") if n.strip()]
+    issues = [i for i in found.issues.values() if state in ("all", i.state)
+              and (creator is None or i.author.lower() == creator.lower())
+              and all(n in i.labels for n in wanted)]
+    sort = call.arg("sort") or "created"
+    key: Callable[[Issue], Any] = {
+        "updated": lambda i: (i.updated_at, i.number),
+        "comments": lambda i: (len(i.comments), i.number)}.get(sort, lambda i: i.number)
+    issues.sort(key=key, reverse=call.arg("direction", "desc") != "asc")
+    render = api.render(call)
+    return _listing(call, [render.issue(found, i) for i in issues])
+
+
+@router.route("POST", "/repos/{owner}/{repo}/issues")
+def create_issue(api: GitHubApi, call: Call, login: str, owner: str, repo: str) -> Reply:
+    """Anyone who may read the repository may open an issue; labels from a user without
+    push access are dropped silently, as GitHub's description says."""
+    found = api.repo(owner, repo)
+    data = call.json()
+    member = found.members.get(login)
+    pusher = member is not None and member.role in ("write", "maintain", "admin")
+    names = [n if isinstance(n, str) else n.get("name", "") for n in data.get("labels") or []]
+    labels = list(dict.fromkeys(n for n in names if n)) if pusher else []
+    issue = Issue(found.next_number(), str(data["title"]), data.get("body") or "", login,
+                  labels=labels)
+    found.issues[issue.number] = issue
+    api.effect(found, f"#{issue.number}", "issue-open", issue.title)
+    if labels:
+        api.effect(found, f"#{issue.number}", "labels", ",".join(labels))
+    api.state.announce(Act("issue-opened", found.full_name, login, issue=issue,
+                           labels=tuple(labels)))
+    location = api.render(call).api(f"/repos/{found.full_name}/issues/{issue.number}")
+    return Reply.json(201, api.render(call).issue(found, issue), {"Location": location})
+
+
 @router.route("GET", "/repos/{owner}/{repo}/issues/{issue_number}")
 def get_issue(api: GitHubApi, call: Call, login: str, owner: str, repo: str,
               issue_number: str) -> Reply:
@@ -313,6 +355,8 @@ def list_pulls(api: GitHubApi, call: Call, login: str, owner: str, repo: str) ->
              and state in ("all", p.state)
              and head in (None, f"{head_owner(found, p)}:{p.pull.head}")
              and base in (None, p.pull.base)]
+    # GitHub's default order: newest first (sort=created, direction=desc).
+    pulls.sort(key=lambda p: p.number, reverse=call.arg("direction", "desc") != "asc")
     render = api.render(call)
     return _listing(call, [render.pull(found, p, simple=True) for p in pulls])
 

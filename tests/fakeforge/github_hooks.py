@@ -14,6 +14,7 @@ Which deliveries an act makes (README.md, "Webhooks", cites the docs for each):
   review-reply    pull_request_review_comment.created + pull_request_review.submitted
                   (GitHub wraps a lone reply in a review: state commented, no body)
   pull-opened     pull_request.opened;  pull-edited: pull_request.edited
+  pull-closed     pull_request.closed (merged: false)
   push            push + pull_request.synchronize for each open PR of the branch
   thread-resolved pull_request_review_thread.resolved
   ci-failed       check_run.completed per job, check_suite.completed, workflow_job.completed
@@ -66,6 +67,8 @@ TEMPLATES: dict[tuple[str, str | None], str] = {
     # The package has no `edited` delivery: the `opened` one plus `changes` is one.
     ("pull_request", "edited"): "pull_request/opened.2.json",
     ("pull_request", "labeled"): "pull_request/labeled.1.json",
+    # No `closed` delivery either: the `opened` one, closed, is one.
+    ("pull_request", "closed"): "pull_request/opened.2.json",
     ("pull_request", "synchronize"): "pull_request/synchronize.1.json",
     ("pull_request_review", "submitted"): "pull_request_review/submitted.2.json",
     ("pull_request_review_comment", "created"): "pull_request_review_comment/created.2.json",
@@ -143,7 +146,7 @@ class GitHubHooks:
             "comment": self._comment, "comment-edited": self._comment_edited,
             "review": self._review, "review-reply": self._review_reply,
             "pull-opened": self._pull_opened, "pull-edited": self._pull_edited,
-            "push": self._push, "ci-failed": self._ci_failed,
+            "pull-closed": self._pull_closed, "push": self._push, "ci-failed": self._ci_failed,
             "thread-resolved": self._thread_resolved, "progress": self._progress,
         }
         found = render[act.kind](act, repo)
@@ -241,6 +244,13 @@ class GitHubHooks:
     def _pull_opened(self, act: Act, repo: Repo) -> list[Rendered]:
         issue = _need(act.issue)
         payload = template("pull_request", "opened")
+        payload["number"] = issue.number
+        self._fill_pull(payload["pull_request"], repo, issue)
+        return [("pull_request", payload)]
+
+    def _pull_closed(self, act: Act, repo: Repo) -> list[Rendered]:
+        issue = _need(act.issue)
+        payload = template("pull_request", "closed")
         payload["number"] = issue.number
         self._fill_pull(payload["pull_request"], repo, issue)
         return [("pull_request", payload)]
@@ -558,7 +568,8 @@ class GitHubHooks:
             number=issue.number, state="closed" if issue.state == "closed" else "open",
             locked=False, title=issue.title, body=issue.body,
             created_at=ts(issue.created_at), updated_at=ts(issue.updated_at),
-            closed_at=None, merged_at=ts(issue.updated_at) if pull.merged else None,
+            closed_at=ts(issue.updated_at) if issue.state == "closed" else None,
+            merged_at=ts(issue.updated_at) if pull.merged else None,
             merge_commit_sha=None, assignee=None, assignees=[], requested_reviewers=[],
             requested_teams=[], labels=[self._label(repo, n) for n in issue.labels],
             milestone=None, commits_url=self.api(f"{base}/commits"),

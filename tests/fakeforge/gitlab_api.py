@@ -149,6 +149,52 @@ def get_member(api: GitLabApi, call: Call, login: str, id: str, user_id: str) ->
 
 
 # -- issues and merge requests -------------------------------------------------------------
+@router.route("GET", "/projects/{id}/issues")
+def list_issues(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    """Issues only (merge requests have their own list): state (opened, closed, all; by
+    default all), author_username, labels (all of them), search (case-insensitive, in
+    title and description unless `in` narrows it), order_by created_at/updated_at, sort
+    (default desc: newest first)."""
+    repo = api.project(id)
+    state, author = call.arg("state") or "all", call.arg("author_username")
+    wanted = _labels(call.arg("labels"))
+    search = (call.arg("search") or "").lower()
+    fields = _labels(call.arg("in") or "title,description")
+    issues = [i for i in repo.issues.values() if i.pull is None
+              and state in ("all", "opened" if i.state == "open" else "closed")
+              and (author is None or i.author.lower() == author.lower())
+              and all(n in i.labels for n in wanted)
+              and (not search or any(search in text.lower() for text in (
+                  i.title if "title" in fields else "",
+                  i.body if "description" in fields else "")))]
+    if call.arg("order_by") == "updated_at":
+        issues.sort(key=lambda i: (i.updated_at, i.number))
+    else:
+        issues.sort(key=lambda i: i.number)
+    if call.arg("sort") != "asc":
+        issues.reverse()
+    render = api.render(call)
+    return _listing(call, [render.issue(repo, i) for i in issues])
+
+
+@router.route("POST", "/projects/{id}/issues")
+def create_issue(api: GitLabApi, call: Call, login: str, id: str) -> Reply:
+    """title (required), description, labels (comma-separated or a list)."""
+    repo = api.project(id)
+    data = call.json()
+    if not str(data.get("title") or "").strip():
+        return Reply.json(400, {"message": {"title": ["can't be blank"]}})
+    issue = Issue(repo.next_number(), str(data["title"]), data.get("description") or "",
+                  login, labels=list(dict.fromkeys(_labels(data.get("labels")))))
+    repo.issues[issue.number] = issue
+    api.effect(repo, "issues", issue, "issue-open", issue.title)
+    if issue.labels:
+        api.effect(repo, "issues", issue, "labels", ",".join(issue.labels))
+    api.state.announce(Act("issue-opened", repo.full_name, login, issue=issue,
+                           labels=tuple(issue.labels)))
+    return Reply.json(201, api.render(call).issue(repo, issue))
+
+
 @router.route("GET", "/projects/{id}/issues/{iid}")
 def get_issue(api: GitLabApi, call: Call, login: str, id: str, iid: str) -> Reply:
     repo = api.project(id)

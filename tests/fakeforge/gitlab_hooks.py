@@ -10,6 +10,7 @@ Which hooks an act makes (README.md, "Webhooks", cites the docs for each):
                   an approval is a Merge Request Hook, action approved
   review-reply    Note Hook (DiffNote, in the discussion)
   pull-opened     Merge Request Hook, action open;  pull-edited: action update, changes
+  pull-closed     Merge Request Hook, action close
   push            Push Hook + Merge Request Hook (action update, oldrev) per open MR
   thread-resolved nothing (no webhook event for resolving a discussion)
   ci-failed       Pipeline Hook (status failed; merge_request when an MR is open) +
@@ -92,7 +93,7 @@ class GitLabHooks:
             "comment": self._comment, "comment-edited": self._comment,
             "review": self._review, "review-reply": self._review_reply,
             "pull-opened": self._pull_opened, "pull-edited": self._pull_edited,
-            "push": self._push, "ci-failed": self._ci_failed,
+            "pull-closed": self._pull_closed, "push": self._push, "ci-failed": self._ci_failed,
             "thread-resolved": lambda act, repo: [],  # GitLab has no hook for it
             "progress": self._progress,
         }
@@ -144,6 +145,11 @@ class GitLabHooks:
 
     def _pull_opened(self, act: Act, repo: Repo) -> list[Rendered]:
         payload = self._mr_hook(repo, _need(act.issue), act.actor, "open")
+        payload["changes"] = {}
+        return [("Merge Request Hook", payload)]
+
+    def _pull_closed(self, act: Act, repo: Repo) -> list[Rendered]:
+        payload = self._mr_hook(repo, _need(act.issue), act.actor, "close")
         payload["changes"] = {}
         return [("Merge Request Hook", payload)]
 

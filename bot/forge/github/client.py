@@ -12,13 +12,14 @@ import dataclasses
 import re
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from github import Auth, Github, GithubException
 from github.Commit import Commit as GhCommit
 from github.GithubObject import NotSet
+from github.Issue import Issue as GhIssue
 from github.IssueComment import IssueComment
 from github.PullRequest import PullRequest as GhPullRequest
 from github.PullRequestComment import PullRequestComment
@@ -124,10 +125,25 @@ class GitHubForge:
     # -- issues, comments, reactions, labels --------------------------------------------
     def get_issue(self, number: int) -> Issue:
         with self._errors(f"get issue #{number}"):
-            issue = self._repo.get_issue(number)
-            return Issue(number=issue.number, title=issue.title, body=issue.body or "",
-                         author=issue.user.login, labels=_names(issue.labels),
-                         state=issue.state, url=issue.html_url)
+            return _issue(self._repo.get_issue(number))
+
+    def find_issue(self, title: str, author: str) -> Issue | None:
+        """GitHub's issues list holds pull requests too (those carry `pull_request`), and
+        filters by creator but not by title: read as plain JSON, oldest first (a PyGithub
+        Issue would fetch itself again to say it has no `pull_request`)."""
+        with self._errors(f"find the issue {title!r} by {author}"):
+            for item in self._json_pages(f"/repos/{self.repo}/issues", state="open",
+                                         creator=author, sort="created", direction="asc"):
+                if item.get("pull_request") is None and item.get("title") == title \
+                        and (item.get("user") or {}).get("login") == author:
+                    return _json_issue(item)
+        return None
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
+        # GitHub drops the labels of a user without push access silently; the Issue says
+        # what it really got.
+        with self._errors(f"open the issue {title!r}"):
+            return _issue(self._repo.create_issue(title, body=body, labels=list(labels)))
 
     def list_comments(self, target: Target) -> list[Comment]:
         # PR conversation comments are issue comments on GitHub.
@@ -226,6 +242,13 @@ class GitHubForge:
         with self._errors(f"find the pull request from {head_branch}"):
             pulls = self._repo.get_pulls(state="open", head=f"{owner}:{head_branch}")
             return next((_pull(p) for p in pulls), None)
+
+    def closed_pull_requests(self, head_branch: str) -> list[PullRequest]:
+        owner = self.repo.split("/", 1)[0]
+        with self._errors(f"list the closed pull requests from {head_branch}"):
+            pulls = self._repo.get_pulls(state="closed", head=f"{owner}:{head_branch}",
+                                         sort="created", direction="desc")
+            return [_pull(pull) for pull in pulls]
 
     def get_pull_request(self, number: int) -> PullRequest:
         with self._errors(f"get pull request #{number}"):
@@ -455,6 +478,20 @@ class GitHubForge:
 # -- conversions ---------------------------------------------------------------------------
 def _names(labels: Iterable[Any]) -> tuple[str, ...]:
     return tuple(str(label.name) for label in labels)
+
+
+def _issue(issue: GhIssue) -> Issue:
+    return Issue(number=issue.number, title=issue.title, body=issue.body or "",
+                 author=issue.user.login, labels=_names(issue.labels), state=issue.state,
+                 url=issue.html_url)
+
+
+def _json_issue(issue: Mapping[str, Any]) -> Issue:
+    return Issue(number=int(issue["number"]), title=str(issue["title"]),
+                 body=str(issue.get("body") or ""), author=str(issue["user"]["login"]),
+                 labels=tuple(str(n["name"]) if isinstance(n, Mapping) else str(n)
+                              for n in issue.get("labels") or ()),
+                 state=str(issue["state"]), url=str(issue["html_url"]))
 
 
 def _comment(comment: IssueComment | PullRequestComment) -> Comment:

@@ -124,12 +124,28 @@ class GitLabForge:
     def get_issue(self, number: int) -> Issue:
         with self._errors(f"get issue #{number}"):
             data = self._project.issues.get(number, **_CALL).attributes
-        return Issue(number=int(data["iid"]), title=str(data["title"]),
-                     body=str(data.get("description") or ""),
-                     author=str(data["author"]["username"]),
-                     labels=tuple(str(n) for n in data.get("labels", ())),
-                     state=_STATE.get(str(data["state"]), str(data["state"])),
-                     url=str(data["web_url"]))
+        return _issue(data)
+
+    def find_issue(self, title: str, author: str) -> Issue | None:
+        """GitLab's `search` in titles is a fuzzy match: the exact title is checked here."""
+        # `in` is a Python keyword: python-gitlab takes it in `query_parameters`, and then
+        # sends no other keyword argument as a query parameter.
+        query = {"state": "opened", "author_username": author, "search": title,
+                 "in": "title", "order_by": "created_at", "sort": "asc"}
+        with self._errors(f"find the issue {title!r} by {author}"):
+            found = self._project.issues.list(get_all=True, query_parameters=query, **_CALL)
+        mine = (i.attributes for i in found if i.attributes.get("title") == title
+                and (i.attributes.get("author") or {}).get("username") == author)
+        # Oldest first whatever order the server listed them in (iids grow with time).
+        return min((_issue(i) for i in mine), key=lambda i: i.number, default=None)
+
+    def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
+        data = {"title": title, "description": body}
+        if labels:
+            data["labels"] = ",".join(labels)
+        with self._errors(f"open the issue {title!r}"):
+            created = self._project.issues.create(data, **_CALL)
+        return _issue(created.attributes)
 
     def list_comments(self, target: Target) -> list[Comment]:
         with self._errors(f"list notes on {_ref(target)}"):
@@ -243,6 +259,16 @@ class GitLabForge:
                if mr.attributes.get("source_project_id") == mr.attributes.get(
                    "target_project_id"))
         return next((self._merge_request(mr) for mr in own), None)
+
+    def closed_pull_requests(self, head_branch: str) -> list[PullRequest]:
+        with self._errors(f"list the closed merge requests from {head_branch}"):
+            found = [mr for state in ("closed", "merged")
+                     for mr in self._project.mergerequests.list(
+                         source_branch=head_branch, state=state, get_all=True, **_CALL)]
+        own = [mr.attributes for mr in found if mr.attributes.get("source_project_id")
+               == mr.attributes.get("target_project_id")]
+        own.sort(key=lambda data: int(data.get("iid") or 0), reverse=True)
+        return [self._merge_request(data) for data in own]
 
     def get_pull_request(self, number: int) -> PullRequest:
         with self._errors(f"get merge request !{number}"):
@@ -437,6 +463,15 @@ class GitLabForge:
 # -- conversions ---------------------------------------------------------------------------
 def _ref(target: Target) -> str:
     return f"#{target.number}" if target.kind == "issue" else f"!{target.number}"
+
+
+def _issue(data: Mapping[str, Any]) -> Issue:
+    return Issue(number=int(data["iid"]), title=str(data["title"]),
+                 body=str(data.get("description") or ""),
+                 author=str(data["author"]["username"]),
+                 labels=tuple(str(n) for n in data.get("labels", ())),
+                 state=_STATE.get(str(data["state"]), str(data["state"])),
+                 url=str(data["web_url"]))
 
 
 def _comment(note: Mapping[str, Any], base_url: str) -> Comment:
