@@ -384,12 +384,15 @@ def _gate(plan: Any, as_json: bool, policy: Any, identities: Any,
 def _run_plan(plan: Any, as_json: bool, policy: Any = None, identities: Any = None
               ) -> NoReturn:
     """Carry a plan out on its forge (credentials from the environment) and report."""
+    from bot.forge.base import ForgeError
     from bot.jobs import run_plan_from_environment
 
     try:
         outcome = run_plan_from_environment(plan, policy=policy, identities=identities)
     except OpbotError as exc:
         _fail(str(exc))
+    except ForgeError as exc:  # the forge unreachable before the job could start
+        _fail(f"the forge did not answer: {exc}", code=EXIT_FAILED)
     if as_json:
         _emit_json(outcome.to_json())
     else:
@@ -452,20 +455,21 @@ def scan(checkout: Path, *, forge_name: str | None, repo: str | None, as_json: b
     current directory) with this machine's toolchain. Exit 0 when all pass, 1 otherwise."""
     if forge_name is not None or repo is not None:
         _scan_forge(forge_name, repo, as_json)
-    from bot.scan import scan_checkout, toolchain
+    from bot.scan import local_actions, record_toolchain, scan_checkout
 
     if not checkout.is_dir():
         _fail(f"{checkout}: no such folder")
     with _progress(not as_json) as progress:
-        rows = scan_checkout(checkout, progress)
+        rows = local_actions(scan_checkout(checkout, progress))
+        toolchain = record_toolchain()
     if not rows:
         _fail(f"{checkout}: no operators (ops/<name>/op.yaml) to scan")
     failed = [row for row in rows if row.status != "passed"]
     if as_json:
-        _emit_json({"toolchain": toolchain(), "passed": len(rows) - len(failed),
+        _emit_json({"toolchain": toolchain.to_json(), "passed": len(rows) - len(failed),
                     "failed": len(failed), "ops": [row.to_json() for row in rows]})
     else:
-        _print_scan(rows, toolchain())
+        _print_scan(rows, toolchain.key())
     sys.exit(EXIT_FAILED if failed else EXIT_PASSED)
 
 
@@ -527,11 +531,12 @@ def _print_verdict(result: Any) -> None:
 
 def _print_scan(rows: Any, toolchain: str) -> None:
     table = Table(title=None, show_edge=False)
-    for column in ("operator", "verdict", "detail"):
+    for column in ("operator", "backend", "verdict", "action", "reason"):
         table.add_column(column)
     for row in rows:
         colour = "green" if row.status == "passed" else "red"
-        table.add_row(row.op, f"[{colour}]{row.status}[/]", row.detail[:120])
+        table.add_row(escape(row.op), row.backend, f"[{colour}]{row.status}[/]", row.action,
+                      escape(row.reason[:160]))
     _stdout.print(f"toolchain: {toolchain or 'unknown'}")
     _stdout.print(table)
 

@@ -69,7 +69,12 @@ class JobSettings:
 
         env = os.environ if environ is None else environ
         allowed = env.get("OPBOT_ALLOWED_REPOS")
-        dashboard = env.get("OPBOT_DASHBOARD_ISSUE", "")
+        dashboard = env.get("OPBOT_DASHBOARD_ISSUE", "").strip()
+        if dashboard and not (dashboard.isdigit() and int(dashboard) > 0):
+            from bot.errors import BadInputError
+
+            raise BadInputError(f"OPBOT_DASHBOARD_ISSUE={dashboard[:40]!r} is not an issue "
+                                "number (leave it empty and the scan keeps its own issue)")
         return cls(bot_login=env.get("OPBOT_BOT_LOGIN") or None,
                    allowed_repos=tuple(item.strip() for item in allowed.split(",")
                                        if item.strip()) if allowed else None,
@@ -85,7 +90,9 @@ class JobOutcome:
     summary: str
     pull_request: int | None = None
     url: str | None = None
+    report: dict[str, Any] | None = None  # the nightly scan's `toolchain` and `ops`
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "action": self.action, "summary": self.summary,
+        data = {"ok": self.ok, "action": self.action, "summary": self.summary,
                 "pull_request": self.pull_request, "url": self.url}
+        return {**data, **self.report} if self.report else data

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from bot.agent.backends import get_backend, parse_backends
 from bot.agent.outcome import GenerateOutcome
@@ -202,10 +203,15 @@ class _Job:
         return outcome
 
     def publish(self, spec: OpSpec, outcome: GenerateOutcome, *, from_base: bool = False,
-                ci_fixes: int = 0) -> Published:
+                ci_fixes: int = 0, preface: str | None = None,
+                marked: Mapping[str, Any] | None = None) -> Published:
+        """The package on `opbot/<op>` and its pull request; `preface` opens the body
+        (the nightly scan's account of what broke), `marked` joins its marker."""
         assert outcome.out is not None
         redactor = Redactor.from_environment()
-        workspace = GitWorkspace.clone(self.forge.push_url(), self.workdir / "repo", redactor,
+        # A folder of its own: the nightly scan publishes several operators in one job.
+        clone = Path(tempfile.mkdtemp(prefix="repo-", dir=self.workdir))
+        workspace = GitWorkspace.clone(self.forge.push_url(), clone / "repo", redactor,
                                        self.forge.git_credentials())
         base = self.forge.default_branch()
         branch = branch_for(spec.name)
@@ -225,7 +231,8 @@ class _Job:
         if sha is not None or (from_base and head != workspace.based_on):
             workspace.push(branch)
         body = pull_request_body(spec, outcome, head_sha=head, issue=self.issue_number(),
-                                 ci_fixes=ci_fixes, policy=policy)
+                                 ci_fixes=ci_fixes, policy=policy, preface=preface,
+                                 marked=marked)
         pull, created = publish_pull_request(
             self.forge, branch=branch, base=base,
             title=f"opbot: {backend_titles(outcome)} kernel for {spec.name}", body=body)
@@ -296,10 +303,11 @@ def _model_line(outcome: GenerateOutcome, policy: Policy | None) -> str:
 
 def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
                       issue: int | None, ci_fixes: int = 0, policy: Policy | None = None,
+                      preface: str | None = None, marked: Mapping[str, Any] | None = None,
                       ) -> str:
     result = outcome.verification
     assert result is not None
-    lines = [marker({"op": spec.name, "attempts": outcome.attempts,
+    lines = [marker({**(marked or {}), "op": spec.name, "attempts": outcome.attempts,
                      "tokens": outcome.tokens.total, "head_sha": head_sha,
                      "status": outcome.status, "device": result.device,
                      "backend": outcome.backend, "ci_fixes": ci_fixes})]
@@ -307,6 +315,8 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
     warnings = _unverified_warning(outcome)
     if warnings:
         lines += [*warnings, ""]
+    if preface:
+        lines += [preface, ""]
     if issue is not None:
         lines += [f"Closes #{issue}.", ""]
     if spec.description:
@@ -634,10 +644,10 @@ def _ci_fixes(pull: PullRequest) -> int:
 
 
 def handle_scan(job: _Job) -> JobOutcome:
-    from bot.scan import run_scan
+    from bot.scan.nightly import NightlyOptions, run_scan
 
-    return run_scan(job, Redactor.from_environment(), job.settings.dashboard_issue,
-                    job.settings.policy.nightly_pull_requests)
+    return run_scan(job, Redactor.from_environment(),
+                    NightlyOptions(dashboard_issue=job.settings.dashboard_issue))
 
 
 def handle_help(job: _Job) -> JobOutcome:

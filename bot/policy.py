@@ -151,6 +151,10 @@ class Policy:
     sandbox: SandboxPolicy
     runner: RunnerLimits
     llm: LLMPolicy
+    # The nightly scan: operators verified at once, and how much slower than its recorded
+    # figure a kernel may run on a device before it counts as a performance regression.
+    nightly_parallel: int = 2
+    nightly_slowdown: float = 1.25
 
     def token_budget(self) -> int:
         """Tokens a job may spend: the token budget, capped by the money budget."""
@@ -197,6 +201,8 @@ def _from_document(document: Mapping[str, Any],
         ci_fixes_per_pull=int(budgets["ci_fixes_per_pull"]),
         review_settle_seconds=float(budgets["review_settle_seconds"]),
         nightly_pull_requests=int(document["nightly"]["pull_requests"]),
+        nightly_parallel=int(document["nightly"]["parallel"]),
+        nightly_slowdown=float(document["nightly"]["slowdown"]),
         allowed_paths=tuple(paths["allowed"]), forbidden_paths=tuple(paths["forbidden"]),
         max_change_bytes=int(paths["max_change_bytes"]),
         max_file_bytes=int(paths["max_file_bytes"]),
@@ -253,7 +259,8 @@ def _to_document(policy: Policy) -> dict[str, Any]:
                     "usd_per_million_tokens": policy.usd_per_million_tokens,
                     "ci_fixes_per_pull": policy.ci_fixes_per_pull,
                     "review_settle_seconds": policy.review_settle_seconds},
-        "nightly": {"pull_requests": policy.nightly_pull_requests},
+        "nightly": {"pull_requests": policy.nightly_pull_requests,
+                    "parallel": policy.nightly_parallel, "slowdown": policy.nightly_slowdown},
         "paths": {"allowed": list(policy.allowed_paths),
                   "forbidden": list(policy.forbidden_paths),
                   "max_change_bytes": policy.max_change_bytes,
@@ -685,6 +692,8 @@ _RULES: dict[str, _Rule] = {
     "budgets.ci_fixes_per_pull": _at_most,
     "budgets.review_settle_seconds": _settle_time,
     "nightly.pull_requests": _at_most,
+    "nightly.parallel": _at_most,
+    "nightly.slowdown": _repository_choice,
     "paths.allowed": _narrower_folders,
     "paths.forbidden": _union,
     "paths.max_change_bytes": _at_most,

@@ -93,18 +93,22 @@ def _public(text: str) -> str:
     return trim(Redactor.from_environment().text(text))
 
 
-def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None) -> Comment:
+def upsert_status(forge: Forge, target: Target, text: str, bot_login: str | None, *,
+                  found: Comment | None = None) -> Comment:
     """Edit the bot's status comment in place; create it the first time. Only a comment
     the bot wrote is ever edited: anyone can paste the marker into theirs. With the bot's
-    identity unknown, no comment is its own (a new one is posted)."""
+    identity unknown, no comment is its own (a new one is posted). `found`: the status
+    comment, already read; left as it is when it already says `text`."""
     body = _public(f"{STATUS_MARKER}\n{text}")
-    found = _status_comment(forge, target, bot_login)
+    found = found or status_comment(forge, target, bot_login)
     if found is not None:
+        if found.body == body:
+            return found
         return forge.update_comment(target, found.id, body)
     return forge.create_comment(target, body)
 
 
-def _status_comment(forge: Forge, target: Target, bot_login: str | None) -> Comment | None:
+def status_comment(forge: Forge, target: Target, bot_login: str | None) -> Comment | None:
     for comment in forge.list_comments(target):
         if bot_login and comment.author == bot_login and comment.body.startswith(STATUS_MARKER):
             return comment
@@ -117,7 +121,7 @@ def answer_refusal(forge: Forge, target: Target, text: str, bot_login: str | Non
     the thread (a job's progress, a dispatch it gave up on): a refusal takes it only while
     there is none, as for a first request. Later, anyone's refused command would overwrite
     that record, so the command's comment gets a thumbs-down instead."""
-    if _status_comment(forge, target, bot_login) is None:
+    if status_comment(forge, target, bot_login) is None:
         forge.create_comment(target, _public(f"{STATUS_MARKER}\n{text}"))
     elif comment_id is not None:
         with contextlib.suppress(ForgeError):  # a courtesy: a deleted comment takes none

@@ -186,3 +186,8 @@ class AgentBackend(Protocol):
         """Where a generated package keeps the kernel a review talks about
         (package-relative; the first that exists)."""
         ...
+
+    def partial_verification(self, device: str) -> str | None:
+        """Why a verdict reached on `device` does not stand for the hardware the backend
+        targets (Ascend C judged on the CPU model, not built with CANN); None when it does."""
+        ...

@@ -48,3 +48,9 @@ class AscendCAgent:
     def kernel_paths(self, op: str) -> tuple[str, ...]:
         return tuple(f"ascendc/{kernel_file_name(op, generation)}"
                      for generation in ("asc", "legacy"))
+
+    def partial_verification(self, device: str) -> str | None:
+        if device.startswith("npu"):
+            return None
+        return (f"judged on {device}, not built with CANN nor run on an NPU: an Ascend "
+                "runner's nightly scan verifies it")
