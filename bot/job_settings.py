@@ -70,7 +70,8 @@ class JobSettings:
         env = os.environ if environ is None else environ
         allowed = env.get("OPBOT_ALLOWED_REPOS")
         dashboard = env.get("OPBOT_DASHBOARD_ISSUE", "").strip()
-        if dashboard and not (dashboard.isdigit() and int(dashboard) > 0):
+        if dashboard and not (dashboard.isascii() and dashboard.isdigit()
+                              and int(dashboard) > 0):
             from bot.errors import BadInputError
 
             raise BadInputError(f"OPBOT_DASHBOARD_ISSUE={dashboard[:40]!r} is not an issue "
@@ -79,7 +80,7 @@ class JobSettings:
                    allowed_repos=tuple(item.strip() for item in allowed.split(",")
                                        if item.strip()) if allowed else None,
                    llm_enabled=llm_configured(None, env) and bool(env.get("OPBOT_LLM_MODEL")),
-                   dashboard_issue=int(dashboard) if dashboard.isdigit() else None,
+                   dashboard_issue=int(dashboard) if dashboard else None,
                    ledger=ledger or NoLedger())
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import BadInputError
 from bot.forge.base import ForgeError, PullRequest, UnavailableError
 from bot.job_settings import JobSettings
 from bot.publish import marker
@@ -109,9 +110,11 @@ def test_a_recorded_pull_links_only_a_plain_web_address(url: object, link: str) 
     "<!-- opbot:marker {not json} -->",
     marker({"kind": "something-else"}),
     marker({"kind": "opbot-scan-state", "verdicts": ["a"], "pulls": 5, "toolchain": "x"}),
-    marker({"kind": "opbot-scan-state", "verdicts": {"a/b": [{"toolchain": "t", "status": 3},
-                                                              {"status": "passed"}, "x"],
-                                                      "c/d": {"t": {"status": "passed"}}},
+    marker({"kind": "opbot-scan-state", "toolchains": ["T", 5],
+            "verdicts": {"a/b": [{"t": 0, "status": 3}, {"status": "passed"}, "x",
+                                 {"t": 1, "status": "passed"}, {"t": -1, "status": "passed"},
+                                 {"t": "0", "status": "passed"}],
+                         "c/d": {"t": {"status": "passed"}}},
             "pulls": {"a": {"number": -1, "toolchain": "t"}, "b": {"number": "7"}},
             "changes": "not a list", "since": 20261202}),
 ])
@@ -123,14 +126,14 @@ def test_a_malformed_state_is_dropped_not_obeyed(body: str) -> None:
 
 
 def test_a_huge_state_is_bounded() -> None:
-    history = [{"toolchain": f"T{index}", "status": "passed", "reason": "x" * 5000,
-                "date": "2026-12-0"} for index in range(50)]
-    body = marker({"kind": "opbot-scan-state",
-                   "verdicts": {f"op{index}/triton": history for index in range(2000)}})
+    history = [{"t": index, "status": "passed", "reason": "x" * 400,
+                "date": "2026-12-0"} for index in range(10)]
+    body = marker({"kind": "opbot-scan-state", "toolchains": [f"T{i}" for i in range(10)],
+                   "verdicts": {f"op{index}/triton": history for index in range(2500)}})
     state = ScanState.from_comment(body)
-    assert len(state.verdicts) == 500
+    assert len(state.verdicts) == 2000
     assert all(len(item) == TOOLCHAINS_KEPT for item in state.verdicts.values())
-    verdict = state.verdicts["op0/triton"]["T49"]
+    verdict = state.verdicts["op0/triton"]["T9"]
     assert len(verdict.reason) == 300
 
 
@@ -305,36 +308,43 @@ def test_the_dashboard_shows_operators_by_backend_by_toolchain() -> None:
 
 def test_planted_dates_are_not_rendered() -> None:
     state = ScanState.from_comment(marker({
-        "kind": "opbot-scan-state", "since": "<!--",
-        "verdicts": {"gelu/triton": [{"toolchain": "T", "status": "passed",
-                                      "date": "<details>"}]}}))
+        "kind": "opbot-scan-state", "since": "<!--", "toolchains": ["T"],
+        "verdicts": {"gelu/triton": [{"t": 0, "status": "passed", "date": "<details>"}]}}))
     assert state.since == ""
     assert state.verdicts["gelu/triton"]["T"].date == ""
 
 
-def test_a_big_repository_keeps_its_whole_state_in_the_comment() -> None:
-    rows = [ScanRow(f"op{index:04d}", "triton", "passed", "passed on cpu") for index in
-            range(1500)]
+@pytest.mark.parametrize(("operators", "pulls"), [(1500, 1), (300, 300)])
+def test_a_big_repository_keeps_its_whole_state_in_the_comment(operators: int,
+                                                                pulls: int) -> None:
+    rows = [ScanRow(f"op{index:04d}", backend, "passed", "passed on cpu")
+            for index in range(operators) for backend in ("ascendc", "triton")]
     state = ScanState()
     for toolchain in (OLD, NEW):
         state.arrive(toolchain, "2026-12-01")
         for row in rows:
             state.record(row.key, toolchain.key(), Verdict("passed", "x" * 200, None,
                                                            "2026-12-01"))
-    state.pulls["op0001"] = PullRecord(3, NEW.key())
+    for index in range(pulls):
+        state.pulls[f"op{index:04d}"] = PullRecord(index + 1, NEW.key())
+    state.prune({row.op for row in rows}, keep_pulls={row.op for row in rows})
     text = render(rows, state, {})
     assert len(text) < 65_536 - 1_000
     back = ScanState.from_comment(text)
     assert back.problem is None
-    assert back.pulls == {"op0001": PullRecord(3, NEW.key())}  # the declines survive
-    assert "more row(s): `opbot scan --json` lists every one" in text
+    assert back.pulls == state.pulls  # the declines survive
+    header = next(line for line in text.splitlines() if line.startswith("| operator |"))
+    assert header.startswith("| operator | backend | T1 |")  # a table, however cut
+    assert render(rows, back, {}) == text  # the next night renders the same text
 
 
 def test_operators_gone_from_the_repository_are_forgotten() -> None:
     state = _state()
-    state.prune({"add"})
+    state.prune({"add", "gelu"}, keep_pulls={"add"})
+    assert sorted(state.verdicts) == ["add/ascendc", "gelu/ascendc"]
+    assert state.pulls == {}  # gelu passes again: its pull request need not be remembered
+    state.prune({"add"}, keep_pulls={"add"})
     assert list(state.verdicts) == ["add/ascendc"]
-    assert state.pulls == {}
 
 
 # -- the plan per operator (a recording forge) -----------------------------------------------
@@ -377,7 +387,8 @@ class RecordingJob:
 def _pull(number: int, state: str, *, toolchain: ToolchainRecord | None = None,
           author: str = "opbot", branch: str = "opbot/gelu") -> PullRequest:
     body = marker({"scan_toolchain": toolchain.key()}) if toolchain else "b"
-    return PullRequest(number, "t", body, author, branch, "abc", "main", state=state)
+    return PullRequest(number, "t", body, author, branch, "abc", "main", state=state,
+                       url=f"https://forge.test/o/r/pull/{number}")
 
 
 def _plan(rows: list[ScanRow], state: ScanState, forge: RecordingForge, *,
@@ -426,17 +437,44 @@ def _with_pull(number: int, toolchain: ToolchainRecord) -> ScanState:
      ("regenerate", "")),
     (ScanState(), RecordingForge(branch_pulls={"opbot/gelu": _pull(5, "open", toolchain=NEW)}),
      set(), ("skip", "#5 already proposes the fix")),
+    # The state remembers the newest PR; an older one declined this toolchain (it came back).
+    (_with_pull(9, OLD), RecordingForge({9: _pull(9, "closed")},
+                                        closed=[_pull(9, "closed"),
+                                                _pull(6, "closed", toolchain=NEW)]), set(),
+     ("skip", "declined: #6 was closed")),
     # A record someone edited to name a person's pull request is dropped.
     (_with_pull(8, NEW), RecordingForge({8: _pull(8, "closed", branch="alice/fix")}), set(),
      ("regenerate", "")),
 ], ids=["new", "open-same", "declined", "closed-older", "open-older", "ticked-declined",
         "merged", "someone-elses-open", "forge-down", "lost-declined", "lost-older",
-        "lost-not-the-bots", "lost-merged", "lost-open-same", "record-not-the-bots"])
+        "lost-not-the-bots", "lost-merged", "lost-open-same", "round-trip-declined",
+        "record-not-the-bots"])
 def test_a_broken_operators_plan(state: ScanState, forge: RecordingForge, forced: set[str],
                                  want: tuple[str, str]) -> None:
     action, reason = _plan([_row("gelu", "failed")], state, forge, forced=forced)["gelu"]
     assert action == want[0]
     assert reason.startswith(want[1])
+
+
+def test_without_its_login_the_bot_trusts_no_closed_pull_request() -> None:
+    forge = RecordingForge(closed=[_pull(6, "closed", toolchain=NEW, author="eve")])
+    night = _Night(RecordingJob(forge, settings=JobSettings()), Path(),  # type: ignore[arg-type]
+                   ScanState(), NEW, set())
+    assert night.plan_operators([_row("gelu", "failed")], 3)["gelu"].action == "regenerate"
+
+
+def test_the_dashboards_link_is_the_forges() -> None:
+    state = ScanState()
+    state.pulls["gelu"] = PullRecord(4, NEW.key(), "https://evil.example/o/r/pull/4")
+    _plan([_row("gelu", "failed")], state, RecordingForge({4: _pull(4, "open")}))
+    assert state.pulls["gelu"].url == "https://forge.test/o/r/pull/4"
+
+
+def test_a_dashboard_issue_in_other_digits_is_refused() -> None:
+    with pytest.raises(BadInputError, match="is not an issue number"):
+        JobSettings.from_environment({"OPBOT_DASHBOARD_ISSUE": "\u00b2"})
+    assert JobSettings.from_environment({"OPBOT_DASHBOARD_ISSUE": " 12 "}).dashboard_issue == 12
+    assert JobSettings.from_environment({}).dashboard_issue is None
 
 
 def test_healthy_operators_are_left_alone_unless_ticked() -> None:

@@ -39,7 +39,7 @@ class Outcome:
 
 _MARKDOWN = re.compile(r"([\\`*\[\]!#<>|~{}])")
 # The comment's room (bot/publish.py trims beyond COMMENT_LIMIT): the state first, whole.
-_STATE_ROOM = 40_000
+_STATE_ROOM = 48_000
 _ROOM = COMMENT_LIMIT - 2_000
 
 
@@ -71,7 +71,8 @@ def render(rows: Sequence[ScanRow], state: ScanState, outcomes: dict[str, Outcom
     same toolchain renders the same text."""
     toolchain = state.toolchain or ToolchainRecord()
     state.fit(_STATE_ROOM)
-    keys = state.toolchains()[:_SHOWN_TOOLCHAINS]
+    # Tonight's toolchain is always T1, whatever the state could keep.
+    keys = list(dict.fromkeys([toolchain.key(), *state.toolchains()]))[:_SHOWN_TOOLCHAINS]
     labels = {key: f"T{index + 1}" for index, key in enumerate(keys)}
     lines = [state.marker(), f"## {TITLE}", "",
              f"The nightly scan runs on **{_cell(toolchain.key(), 400)}** (T1) since "

@@ -35,7 +35,7 @@ from bot.publish import (
 from bot.scan import local_actions, scan_checkout
 from bot.scan.checks import ScanRow, Verify, slower_than_recorded
 from bot.scan.dashboard import TITLE, Outcome, render, ticked
-from bot.scan.state import PullRecord, ScanState, Verdict
+from bot.scan.state import PullRecord, ScanState, Verdict, plain_url
 from bot.scan.toolchain import ToolchainRecord, record_toolchain
 
 if TYPE_CHECKING:
@@ -148,7 +148,10 @@ def run_scan(job: ScanContext, redactor: Redactor, options: NightlyOptions) -> J
         else:
             state.record(row.key, key, Verdict(row.status, row.reason[:300], row.breakage,
                                                date, row.kernel_ms))
-    state.prune({row.op for row in rows})
+    # Only a broken operator needs its pull request remembered (a decline is kept on the
+    # forge too): the state stays small however many pull requests were ever opened.
+    state.prune({row.op for row in rows},
+                keep_pulls={row.op for row in rows if row.status != "passed"})
     # A box ticked for an operator the scan did not publish tonight stays ticked.
     waiting = {op for op in board.ticked if op in plans and plans[op].action != "none"
                and (op not in outcomes or outcomes[op].pull is None)}
@@ -209,11 +212,11 @@ class _Night:
 
     def _plan_one(self, op: str, backends: tuple[str, ...]) -> OperatorPlan:
         forge, forced, key = self.job.forge, op in self.forced, self.toolchain.key()
+        pull = self._recorded_pull(op)  # first: it also refreshes the record's link
         people = self.job.human_commits(op)
         if people:
             return OperatorPlan(op, "skip", f"left alone: a person pushed to "
                                 f"{branch_for(op)} ({', '.join(people[:3])})", backends)
-        pull = self._recorded_pull(op)
         open_pull = pull if pull is not None and pull.state == "open" else \
             forge.find_pull_request(branch_for(op))
         if not forced:
@@ -243,6 +246,8 @@ class _Night:
         if pull is None or pull.head_branch != branch_for(op) or pull.from_fork:
             del self.state.pulls[op]
             return None
+        # The link the dashboard shows is the forge's, never what the comment said.
+        self.state.pulls[op] = replace(record, url=pull.url if plain_url(pull.url) else "")
         return pull
 
     def _proposed_for(self, op: str, pull: PullRequest) -> str | None:
@@ -256,13 +261,17 @@ class _Night:
         """A pull request for tonight's toolchain that a maintainer closed unmerged: the
         state's record, else (a state lost or reset) the forge's closed pull requests."""
         key = self.toolchain.key()
-        if recorded is not None:
-            record = self.state.pulls[op]
-            return recorded if recorded.state == "closed" and record.toolchain == key \
-                else None
+        record = self.state.pulls.get(op)
+        if recorded is not None and record is not None and recorded.state == "closed" \
+                and record.toolchain == key:
+            return recorded
         bot = self.job.settings.bot_login
+        if not bot:  # anyone's closed pull request would do: none is trusted
+            return None
+        # The state remembers one pull request an operator; a decline for this toolchain
+        # may be an older one (the toolchain came back), or the state may be lost.
         for pull in self.job.forge.closed_pull_requests(branch_for(op))[:20]:
-            if pull.state == "closed" and not pull.from_fork and bot in (None, pull.author) \
+            if pull.state == "closed" and not pull.from_fork and pull.author == bot \
                     and _scan_toolchain(pull) == key:
                 return pull
         return None

@@ -9,6 +9,7 @@ so it is read as untrusted data: anything malformed is dropped, sizes are bounde
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from bot.scan.toolchain import ToolchainRecord
 STATE_KIND = "opbot-scan-state"
 TOOLCHAINS_KEPT = 4  # verdicts kept per operator x backend: the newest toolchains
 _REASON_LIMIT = 300
-_ENTRIES_LIMIT = 500
+_ENTRIES_LIMIT = 2_000  # what a comment's 65536 characters can hold, and more
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _URL = re.compile(r"https?://[\w.:-]+/[\w./%~+-]{1,300}")  # no spaces, quotes, brackets
 
@@ -34,8 +35,9 @@ class Verdict:
     kernel_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"status": self.status, "reason": self.reason,
-                                "date": self.date}
+        data: dict[str, Any] = {"status": self.status, "date": self.date}
+        if self.reason:
+            data["reason"] = self.reason
         if self.breakage:
             data["breakage"] = self.breakage
         if self.kernel_ms is not None:
@@ -72,8 +74,8 @@ class PullRecord:
         number, toolchain, url = data.get("number"), data.get("toolchain"), data.get("url")
         if not isinstance(number, int) or number <= 0 or not isinstance(toolchain, str):
             return None
-        plain = isinstance(url, str) and _URL.fullmatch(url) is not None
-        return cls(number, toolchain[:500], url if plain and isinstance(url, str) else "")
+        return cls(number, toolchain[:500], url if isinstance(url, str) and plain_url(url)
+                   else "")
 
     def link(self) -> str:
         return f"[#{self.number}]({self.url})" if self.url else f"#{self.number}"
@@ -106,11 +108,12 @@ class ScanState:
         for old in list(history)[:-TOOLCHAINS_KEPT]:
             del history[old]
 
-    def prune(self, ops: set[str]) -> None:
-        """Forget operators no longer in the repository."""
+    def prune(self, ops: set[str], keep_pulls: set[str]) -> None:
+        """Forget operators no longer in the repository, and pull requests of those not
+        in `keep_pulls`."""
         for key in [key for key in self.verdicts if key.split("/", 1)[0] not in ops]:
             del self.verdicts[key]
-        for op in [op for op in self.pulls if op not in ops]:
+        for op in [op for op in self.pulls if op not in keep_pulls]:
             del self.pulls[op]
 
     def fit(self, limit: int) -> None:
@@ -121,8 +124,17 @@ class ScanState:
             if len(self.marker()) <= limit:
                 return
             step()
-        while len(self.marker()) > limit and self.verdicts:
-            self.verdicts.pop(max(self.verdicts))  # a giant repository: the last go
+        # A giant repository: passing operators' verdicts go first, the last ones first.
+        order = sorted(self.verdicts, key=lambda key: (
+            next(reversed(self.verdicts[key].values())).status != "passed", key), reverse=True)
+        while order and ((excess := len(self.marker()) - limit) > 0
+                         or len(self.verdicts) > _ENTRIES_LIMIT):
+            removed = 0  # in batches: writing the marker after each one would be slow
+            while order and (removed < excess or len(self.verdicts) > _ENTRIES_LIMIT):
+                key = order.pop()
+                history = self.verdicts.pop(key)
+                removed += len(key) + len(json.dumps([item.to_json() for item in
+                                                      history.values()])) + 8
 
     def _keep_toolchains(self, count: int) -> Callable[[], None]:
         def keep() -> None:
@@ -134,7 +146,8 @@ class ScanState:
     def _short_reasons(self) -> None:
         for history in self.verdicts.values():
             for toolchain, verdict in history.items():
-                history[toolchain] = replace(verdict, reason=verdict.reason[:60])
+                words = "" if verdict.status == "passed" else verdict.reason[:60]
+                history[toolchain] = replace(verdict, reason=words)
 
     def under(self, key: str, toolchain: str) -> Verdict | None:
         return self.verdicts.get(key, {}).get(toolchain)
@@ -165,11 +178,14 @@ class ScanState:
         return sorted(seen, key=lambda item: item != newest)
 
     def to_json(self) -> dict[str, Any]:
+        names = list(dict.fromkeys(toolchain for history in self.verdicts.values()
+                                   for toolchain in history))
         return {"kind": STATE_KIND,
                 "toolchain": self.toolchain.to_json() if self.toolchain else None,
-                # Lists, oldest first: the marker's JSON sorts object keys, which would
-                # lose which toolchain came last.
-                "verdicts": {key: [{"toolchain": toolchain, **verdict.to_json()}
+                # Each toolchain written once, verdicts naming it by index; lists oldest
+                # first (the marker's JSON sorts object keys, which would lose the order).
+                "toolchains": names,
+                "verdicts": {key: [{"t": names.index(toolchain), **verdict.to_json()}
                                    for toolchain, verdict in history.items()]
                              for key, history in sorted(self.verdicts.items())},
                 "pulls": {op: pull.to_json() for op, pull in sorted(self.pulls.items())},
@@ -189,6 +205,9 @@ class ScanState:
             return cls(problem="the dashboard held no readable scan state: starting afresh")
         state = cls(toolchain=ToolchainRecord.from_json(data.get("toolchain"))
                     if data.get("toolchain") is not None else None)
+        names = data.get("toolchains")
+        names = [name[:500] for name in names[:_ENTRIES_LIMIT] if isinstance(name, str)] \
+            if isinstance(names, list) else []
         verdicts = data.get("verdicts")
         for key, history in list(verdicts.items())[:_ENTRIES_LIMIT] \
                 if isinstance(verdicts, dict) else []:
@@ -196,9 +215,9 @@ class ScanState:
                 continue
             for raw in history[-TOOLCHAINS_KEPT:]:
                 verdict = Verdict.from_json(raw)
-                toolchain = raw.get("toolchain") if isinstance(raw, dict) else None
-                if isinstance(toolchain, str) and verdict is not None:
-                    state.record(key[:200], toolchain[:500], verdict)
+                index = raw.get("t") if isinstance(raw, dict) else None
+                if isinstance(index, int) and 0 <= index < len(names) and verdict is not None:
+                    state.record(key[:200], names[index], verdict)
         changes = data.get("changes")
         state.changes = [item[:300] for item in changes[:20] if isinstance(item, str)] \
             if isinstance(changes, list) else []
@@ -209,6 +228,11 @@ class ScanState:
             if isinstance(op, str) and pull is not None:
                 state.pulls[op[:200]] = pull
         return state
+
+
+def plain_url(url: str) -> bool:
+    """A web address with nothing markdown could read as more than an address."""
+    return _URL.fullmatch(url) is not None
 
 
 def _date(value: Any) -> str:
