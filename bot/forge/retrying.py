@@ -84,40 +84,18 @@ class RetryingForge:
 
     # -- creates: never twice ----------------------------------------------------------------
     def create_comment(self, target: Target, body: str) -> Comment:
-        lost = False
-
-        def attempt() -> Comment:
-            nonlocal lost
-            if lost:
-                made = _newest_own(self._inner.list_comments(target), self._me(), body)
-                if made is not None:
-                    return made
-            try:
-                return self._inner.create_comment(target, body)
-            except UnavailableError:
-                lost = True
-                raise
-
-        return self._retry(attempt)
+        return self._create_once(
+            lambda: self._inner.create_comment(target, body),
+            lambda: _newest_own(self._inner.list_comments(target), self._me(), body))
 
     def reply_to_thread(self, number: int, thread_id: str, body: str) -> Comment:
-        lost = False
+        def made() -> Comment | None:
+            thread = next((t for t in self._inner.review_threads(number)
+                           if thread_id in (t.id, t.node_id)), None)
+            return _newest_own(list(thread.comments), self._me(), body) if thread else None
 
-        def attempt() -> Comment:
-            nonlocal lost
-            if lost:
-                thread = next((t for t in self._inner.review_threads(number)
-                               if thread_id in (t.id, t.node_id)), None)
-                made = _newest_own(list(thread.comments), self._me(), body) if thread else None
-                if made is not None:
-                    return made
-            try:
-                return self._inner.reply_to_thread(number, thread_id, body)
-            except UnavailableError:
-                lost = True
-                raise
-
-        return self._retry(attempt)
+        return self._create_once(lambda: self._inner.reply_to_thread(number, thread_id, body),
+                                 made)
 
     def create_pull_request(self, draft: PullRequestDraft) -> PullRequest:
         lost = False
@@ -152,17 +130,25 @@ class RetryingForge:
         return found
 
     def create_issue(self, title: str, body: str, labels: Sequence[str] = ()) -> Issue:
+        def made() -> Issue | None:
+            me = self._me()  # not knowing who the bot is, a second issue beats a wrong one
+            return self._inner.find_issue(title, me) if me is not None else None
+
+        return self._create_once(lambda: self._inner.create_issue(title, body, labels), made)
+
+    def _create_once(self, create: Callable[[], T], made: Callable[[], T | None]) -> T:
+        """`create`, retried; after an answer lost on the way back, what `made` finds is
+        taken for it instead of creating a second one."""
         lost = False
 
-        def attempt() -> Issue:
+        def attempt() -> T:
             nonlocal lost
             if lost:
-                me = self._me()  # not knowing who the bot is, a second issue beats a wrong one
-                made = self._inner.find_issue(title, me) if me is not None else None
-                if made is not None:
-                    return made
+                found = made()
+                if found is not None:
+                    return found
             try:
-                return self._inner.create_issue(title, body, labels)
+                return create()
             except UnavailableError:
                 lost = True
                 raise

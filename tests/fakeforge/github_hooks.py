@@ -242,25 +242,21 @@ class GitHubHooks:
         return [("pull_request_review_thread", payload)]
 
     def _pull_opened(self, act: Act, repo: Repo) -> list[Rendered]:
-        issue = _need(act.issue)
-        payload = template("pull_request", "opened")
-        payload["number"] = issue.number
-        self._fill_pull(payload["pull_request"], repo, issue)
-        return [("pull_request", payload)]
+        return self._pull_event("opened", act, repo)
 
     def _pull_closed(self, act: Act, repo: Repo) -> list[Rendered]:
-        issue = _need(act.issue)
-        payload = template("pull_request", "closed")
-        payload["number"] = issue.number
-        self._fill_pull(payload["pull_request"], repo, issue)
-        return [("pull_request", payload)]
+        return self._pull_event("closed", act, repo)
 
     def _pull_edited(self, act: Act, repo: Repo) -> list[Rendered]:
+        rendered = self._pull_event("edited", act, repo)
+        rendered[0][1]["changes"] = {name: {"from": old} for name, old in act.changes.items()}
+        return rendered
+
+    def _pull_event(self, action: str, act: Act, repo: Repo) -> list[Rendered]:
         issue = _need(act.issue)
-        payload = template("pull_request", "edited")
+        payload = template("pull_request", action)
         payload["number"] = issue.number
         self._fill_pull(payload["pull_request"], repo, issue)
-        payload["changes"] = {name: {"from": old} for name, old in act.changes.items()}
         return [("pull_request", payload)]
 
     def _push(self, act: Act, repo: Repo) -> list[Rendered]:
