@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,10 @@ from runners.ascendc.backend import AscendCBackend, toolchain_from
 from runners.ascendc.detect import detect_cann, machine_arch
 from runners.ascendc.package import Step
 from runners.ascendc.steps import StepOutcome
+from runners.base import Timing, VerifyResult
 from tests.fakeforge import FakeForge
 from tests.support import DATA, REPO
-from tests.support_ascend import RecordingJudge, RecordingStepRunner, real_sample
+from tests.support_ascend import PASSED, RecordingJudge, RecordingStepRunner, real_sample
 
 REPOSITORY = "octo/kernels"
 OPS = ("add", "gelu", "relu")
@@ -324,3 +325,30 @@ def test_one_operators_failure_does_not_stop_the_scan(
     assert "failed: RuntimeError: the generation step died" in board[0]
     assert str(tmp_path) not in board[0]
     shutil.rmtree(tmp_path / "night-2026-12-02", ignore_errors=True)
+
+
+def test_a_slower_kernel_on_the_device_is_a_regression_until_fixed(
+        fake: FakeForge, tmp_path: Path, toolkits: dict[str, Toolkit]) -> None:
+    """The same toolchain, the device's kernel time doubled: a performance regression
+    against the first recorded figure, which stays the baseline night after night."""
+    fake.add_repo(REPOSITORY, files=_repository_files())
+    kit = toolkits["8.3"]
+
+    def timed(ms: float) -> VerifyResult:
+        return replace(PASSED, timing=Timing(
+            device="npu (Ascend)", shapes=[[1024, 1024]], trials=50, candidate_ms=ms,
+            candidate_min_ms=ms, candidate_max_ms=ms, reference_ms=0.5, speedup=0.5 / ms))
+
+    kit.judge.verdict = timed(0.1)
+    first, _ = _night(fake, tmp_path, kit, "2026-12-01")
+    assert {row["kernel_ms"] for row in first.report["ops"]} == {0.1}  # type: ignore[index]
+    kit.judge.verdict = timed(0.2)
+    second, job = _night(fake, tmp_path, kit, "2026-12-02")
+    rows = _rows(second)
+    assert {op: (row["status"], row["breakage"]) for op, row in rows.items()} == dict.fromkeys(
+        OPS, ("failed", "performance"))
+    assert "2.00x the recorded 0.1 ms (the policy allows 1.25x)" in rows["gelu"]["reason"]
+    assert len(job.hints) == 3  # regenerated: a pull request each (the cap is 3)
+    third, job = _night(fake, tmp_path, kit, "2026-12-03")
+    assert {row["status"] for row in third.report["ops"]} == {"failed"}  # type: ignore[index]
+    assert job.hints == []  # each already has its pull request for this toolchain

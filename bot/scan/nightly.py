@@ -146,8 +146,11 @@ def run_scan(job: ScanContext, redactor: Redactor, options: NightlyOptions) -> J
             state.record(row.key, key, replace(previous, kernel_ms=previous.kernel_ms
                                                or row.kernel_ms))
         else:
+            # A regression does not become the new baseline: it stays one until fixed.
+            kept = state.recorded_ms(row.key) if row.breakage == "performance" \
+                else row.kernel_ms
             state.record(row.key, key, Verdict(row.status, row.reason[:300], row.breakage,
-                                               date, row.kernel_ms))
+                                               date, kept))
     # Only a broken operator needs its pull request remembered (a decline is kept on the
     # forge too): the state stays small however many pull requests were ever opened.
     state.prune({row.op for row in rows},
