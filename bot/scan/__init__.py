@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from bot.scan.checks import ScanRow, Verify, check_operator, relative_to, verifier
@@ -38,6 +39,4 @@ _LOCAL_ACTIONS = {"passed": "none", "failed": "regenerate"}
 def local_actions(rows: list[ScanRow]) -> list[ScanRow]:
     """Actions for a scan without a forge: what failed is to be regenerated; what could
     not be judged here (unverified, invalid, missing) is skipped."""
-    from dataclasses import replace
-
     return [replace(row, action=_LOCAL_ACTIONS.get(row.status, "skip")) for row in rows]

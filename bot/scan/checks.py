@@ -16,6 +16,7 @@ the scan reads may be a link out of the checkout (its text would reach the dashb
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,8 +69,16 @@ Verify = Callable[[Path, Path, str], VerifyResult]
 def verifier(runners: Mapping[str, Runner] | None = None) -> Verify:
     """verify_candidate with each backend's runner (or the one `runners` names), timing
     the kernel where the runner's device is real hardware."""
+    made: dict[str, Runner] = dict(runners or {})
+    lock = threading.Lock()
+
     def verify(op_yaml: Path, candidate: Path, backend: str) -> VerifyResult:
-        runner = (runners or {}).get(backend) or get_backend(backend).runner()
+        # One runner per backend for the whole scan: it detects its toolchain once, not
+        # once an operator.
+        with lock:
+            runner = made.get(backend)
+            if runner is None:
+                runner = made[backend] = get_backend(backend).runner()
         device = runner.availability().device
         return verify_candidate(op_yaml, candidate, backend=backend, runner=runner,
                                 time_it=_on_hardware(device))

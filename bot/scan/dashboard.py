@@ -84,8 +84,9 @@ def render(rows: Sequence[ScanRow], state: ScanState, outcomes: dict[str, Outcom
         lines.append(f"Note: {state.problem}.")
     lines += ["", "| operator | backend | " + " | ".join(labels[key] for key in keys)
               + " | reason | pull request |", "|---|---|" + "---|" * len(keys) + "---|---|"]
+    size = sum(len(line) + 1 for line in lines)  # kept as lines come: no re-summing
     for count, row in enumerate(rows):
-        if sum(len(line) + 1 for line in lines) > _ROOM - 8_000:
+        if size > _ROOM - 8_000:
             lines.append(f"| ... | | {len(rows) - count} more row(s): `opbot scan --json` lists "
                          "every one |" + " |" * len(keys))
             break
@@ -97,16 +98,19 @@ def render(rows: Sequence[ScanRow], state: ScanState, outcomes: dict[str, Outcom
         reason = tonight.reason if tonight is not None else row.reason
         lines.append(f"| {_cell(row.op)} | {row.backend} | {' | '.join(cells)} | "
                      f"{_cell(reason)} | {_pull_cell(row, state, outcomes)} |")
+        size += len(lines[-1]) + 1
     lines += ["", *[f"- {labels[key]}: {_cell(key, 400)}" for key in keys]]
     lines += ["", "### Regenerate on the next scan", "",
               "Tick a box and the next nightly scan regenerates that operator for the "
               "current toolchain, whatever its verdict (a declined pull request included).", ""]
+    size = sum(len(line) + 1 for line in lines)
     for op in sorted({row.op for row in rows if row.backend != "-"}):
-        if sum(len(line) + 1 for line in lines) > _ROOM:
+        if size > _ROOM:
             lines.append("- ... (more operators than the comment can hold)")
             break
         pull = state.pulls.get(op)
         note = f" (pull request {pull.link()}, for {_cell(pull.toolchain, 120)})" if pull else ""
         box = "x" if op in (ticked or set()) else " "
         lines.append(f"- [{box}] <!-- opbot:regen {op} --> {_cell(op)}{note}")
+        size += len(lines[-1]) + 1
     return "\n".join(lines)
