@@ -151,6 +151,33 @@ class StageResult:
 
 
 @dataclass(frozen=True)
+class TimedCase:
+    """One shape timed on a device: candidate, PyTorch eager and torch.compile side by side,
+    with the minimum traffic and the FLOPs the reference's operations need at that shape."""
+
+    name: str
+    input_shapes: list[list[int]]
+    input_dtypes: list[str]
+    output_shapes: list[list[int]]
+    output_dtypes: list[str]
+    candidate_ms: float
+    eager_ms: float
+    compile_ms: float | None = None
+    spread: float | None = None
+    # Each input read once, each output written once; FLOPs counted from the reference's
+    # operations at the dispatcher (matmul 2MNK; reductions and norms by their own counts).
+    bytes_moved: int | None = None
+    flops: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TimedCase:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
 class Timing:
     """Median timings of candidate and reference at the perf shapes, same device, same inputs."""
 
@@ -167,13 +194,33 @@ class Timing:
     # kernel alone on the device, per launch (median), and the pipe that bounds it.
     kernel_us: float | None = None
     bottleneck: str | None = None
+    # How it was measured (issue 16): "do_bench" (CUDA, triton.testing.do_bench),
+    # "npu_events" (Ascend), "device_events", "wall_clock" (CPU interpreter).
+    method: str = ""
+    warmup: int = 0
+    # (p80 - p20) / median of the candidate's samples, and how often a run was rejected as
+    # too noisy (policy perf.max_spread) and measured again.
+    spread: float | None = None
+    remeasured: int = 0
+    # torch.compile of the reference on the same inputs; None with the reason in
+    # compile_note where it does not work on that device (or on the CPU interpreter).
+    compile_ms: float | None = None
+    compile_note: str = ""
+    # The device by name (torch.cuda.get_device_name / torch.npu.get_device_name) for the
+    # peak table, and what the clocks and temperature were where they could be read.
+    device_name: str = ""
+    clock_note: str = ""
+    # One row per timed shape (the perf case first), for the roofline and the chart.
+    rows: list[TimedCase] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Timing:
-        return cls(**data)
+        fields = dict(data)
+        fields["rows"] = [TimedCase.from_json(row) for row in fields.get("rows") or []]
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
