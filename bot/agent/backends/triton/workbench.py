@@ -28,6 +28,7 @@ from bot.agent.backends.triton.prompts import (
     tuning_request,
 )
 from bot.agent.backends.triton.reply import parse_reply
+from bot.agent.backends.triton.tuning import tuning_variants as launch_variants
 from bot.agent.feedback import timing_feedback, verification_feedback
 from bot.agent.offline.run import generate_in_worker
 from bot.agent.package import write_files
@@ -141,7 +142,12 @@ class TritonWorkbench:
         return timing_feedback(result.timing) if result.timing else ""
 
     def tuning_variants(self, candidate: Candidate) -> list[TuningVariant]:
-        return []  # the model tunes Triton kernels (block sizes, warps) itself
+        # Launch configurations (block sizes, warps, stages) read from the source; the
+        # loop times them with the same judge and keeps the fastest verified one.
+        source = candidate.files.get(self.kernel, "")
+        return [TuningVariant(label=variant.label, detail=variant.detail,
+                              candidate=self.adopt({self.kernel: variant.source}))
+                for variant in launch_variants(source)]
 
     def write_package(self, out: Path, candidate: Candidate, spec: OpSpec) -> None:
         write_files(out, package_files(spec, candidate.files[self.kernel]))
