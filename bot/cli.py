@@ -111,9 +111,11 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
         _emit_json({"status": data["status"], "reasons": data["reasons"],
                     "cases": data["cases"], "device": data["device"],
                     "warnings": data["warnings"], "stages": data["stages"],
-                    "seed": data["seed"]})
+                    "seed": data["seed"], "notes": _scaled_notes(data.get("inferred"))})
     else:
         _print_verdict(result)
+        for note in _scaled_notes(result.inferred):
+            _stdout.print(f"note: {note}", soft_wrap=True, markup=False)
     sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)
 
 
@@ -185,7 +187,8 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
         target = _writable_folder(out or _default_out(ref, spec.name, spec.origin))
         with _progress(not as_json) as progress:
             outcome = run_generate(spec, backend=backends, out=target, progress=progress,
-                                   llm=choice, budget=budget)
+                                   llm=choice, budget=budget,
+                                   peaks=policy.perf.peak_overrides())
     except OpbotError as exc:
         _fail(str(exc))
     except OSError as exc:  # the folder turned out unwritable (a read-only or virtual one)
@@ -195,6 +198,12 @@ def generate(ref: Path, *, backend: str, llm: str, llm_base_url: str | None,
     else:
         _print_generate(outcome)
     sys.exit(EXIT_PASSED if outcome.status == "passed" else EXIT_FAILED)
+
+
+def _scaled_notes(inferred: Any) -> list[str]:
+    """What the harness says of the shapes it verified on, when it scaled them down."""
+    scaled = inferred.get("scaled") if isinstance(inferred, dict) else None
+    return [str(scaled["note"])] if isinstance(scaled, dict) and scaled.get("note") else []
 
 
 def _llm_policy(policy: Any, policy_file: Path | None) -> Any:
@@ -240,6 +249,7 @@ def _apply_policy(path: Path | None) -> Any:
         return load_policy(None)
     policy = load_policy(_read_text(path), source=str(path))
     policy.sandbox.export()
+    policy.perf.export()
     return policy
 
 

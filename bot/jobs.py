@@ -340,7 +340,8 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
     lines += ["### Verification", ""]
     lines += case_table(result.cases)
     if result.timing is not None:
-        lines += ["", "### Performance", "", *timing_table(result.timing)]
+        peaks = policy.perf.peak_overrides() if policy is not None else None
+        lines += ["", "### Performance", "", *timing_table(result.timing, peaks)]
     if outcome.notes:
         lines += ["", *[f"> {note}" for note in outcome.notes]]
     lines += ["", f"Comment `{REGEN_HELP.usage}` to regenerate (`/help` lists every command); "

@@ -1,5 +1,7 @@
-"""The bot's policy: who may trigger it, budgets, nightly limits, paths, the sandbox, and
-how the LLM endpoint is asked (`llm`: output tokens, temperature, streaming... per model).
+"""The bot's policy: who may trigger it, budgets, nightly limits, paths, the sandbox, how
+the LLM endpoint is asked (`llm`: output tokens, temperature, streaming... per model), and
+how performance is measured and judged (`perf`: the spread that forces a re-measure, and
+device peaks over opbot's built-in table).
 
 Two layers, and the order matters:
 
@@ -26,6 +28,7 @@ import copy
 import fnmatch
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -38,6 +41,8 @@ import yaml.reader
 
 from bot.errors import BadInputError
 from bot.forge.base import PERMISSION_ORDER, Permission
+from bot.perf.peaks import DevicePeaks
+from runners.base import MAX_SPREAD_VARIABLE
 from runners.sandbox import SandboxPolicy
 
 REPOSITORY_POLICY_PATH = ".opbot.yaml"
@@ -130,6 +135,48 @@ class LLMPolicy:
 
 
 @dataclass(frozen=True)
+class PeakSetting:
+    """One device's peaks as the operator states them (policy perf.peaks)."""
+
+    memory_gbps: float | None = None
+    tflops: tuple[tuple[str, float], ...] = ()  # (dtype, dense TFLOP/s), sorted
+    source: str = ""
+
+    def to_document(self) -> dict[str, Any]:
+        return {"memory_gbps": self.memory_gbps, "tflops": dict(self.tflops),
+                "source": self.source}
+
+
+DEFAULT_MAX_SPREAD = 0.10
+
+
+@dataclass(frozen=True)
+class PerfPolicy:
+    """How timings are judged: a candidate's spread ((p80 - p20) / median) above
+    `max_spread` is measured again; `peaks` (device-name substring -> peaks) win over the
+    built-in table of published peaks."""
+
+    max_spread: float = DEFAULT_MAX_SPREAD
+    peaks: tuple[tuple[str, PeakSetting], ...] = ()
+
+    def export(self) -> None:
+        """The spread limit for this process's verifications and the opbot processes it
+        starts (read by runners.base.default_max_spread), as the sandbox policy is."""
+        os.environ[MAX_SPREAD_VARIABLE] = repr(self.max_spread)
+
+    def peak_overrides(self) -> dict[str, DevicePeaks]:
+        """The `peaks` as bot.perf takes them (roofline, PERF.md)."""
+        return {name: DevicePeaks(device=name, memory_gbps=setting.memory_gbps,
+                                  tflops=dict(setting.tflops),
+                                  source=setting.source or "the operator's policy (perf.peaks)")
+                for name, setting in self.peaks}
+
+    def to_document(self) -> dict[str, Any]:
+        return {"max_spread": self.max_spread,
+                "peaks": {name: setting.to_document() for name, setting in self.peaks}}
+
+
+@dataclass(frozen=True)
 class Policy:
     repositories: tuple[str, ...]
     trigger_label: str
@@ -155,6 +202,7 @@ class Policy:
     # figure a kernel may run on a device before it counts as a performance regression.
     nightly_parallel: int = 2
     nightly_slowdown: float = 1.25
+    perf: PerfPolicy = PerfPolicy()  # frozen, so one shared default is safe
 
     def token_budget(self) -> int:
         """Tokens a job may spend: the token budget, capped by the money budget."""
@@ -213,7 +261,21 @@ def _from_document(document: Mapping[str, Any],
                         memory_bytes=sandbox["memory_bytes"],
                         file_bytes=int(sandbox["file_bytes"]),
                         processes=int(sandbox["processes"])),
-        runner=_runner_limits(document["runner"]), llm=_llm_policy(document["llm"]))
+        runner=_runner_limits(document["runner"]), llm=_llm_policy(document["llm"]),
+        perf=_perf_policy(document.get("perf") or {}))
+
+
+def _perf_policy(perf: Mapping[str, Any]) -> PerfPolicy:
+    peaks = tuple(
+        (str(name), PeakSetting(
+            memory_gbps=None if entry.get("memory_gbps") is None
+            else float(entry["memory_gbps"]),
+            tflops=tuple(sorted((str(dtype), float(value))
+                                for dtype, value in (entry.get("tflops") or {}).items())),
+            source=str(entry.get("source") or "")))
+        for name, entry in (perf.get("peaks") or {}).items())
+    return PerfPolicy(max_spread=float(perf.get("max_spread", DEFAULT_MAX_SPREAD)),
+                      peaks=peaks)
 
 
 def _optional(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -270,6 +332,7 @@ def _to_document(policy: Policy) -> dict[str, Any]:
                     "file_bytes": sandbox.file_bytes, "processes": sandbox.processes},
         "runner": policy.runner.to_document(),
         "llm": policy.llm.to_document(),
+        "perf": policy.perf.to_document(),
     }
 
 
@@ -710,10 +773,15 @@ _RULES: dict[str, _Rule] = {
     # The endpoint and what it costs are the operator's: a repository has no say either.
     **{f"llm.{key}": _operator_only("the LLM request settings are the operator's")
        for key in ("defaults", "models")},
+    # The spread that forces a re-measure shapes only that repository's own reports (the
+    # schema keeps it within 0.01..1); a device's peaks are facts about the operator's
+    # hardware.
+    "perf.max_spread": _repository_choice,
+    "perf.peaks": _operator_only("a device's peaks are the operator's to state"),
 }
 # Settings whose value is a mapping (NPU id -> cores; LLM settings), compared whole, not
 # walked into.
-_MAPPING_SETTINGS = frozenset({"runner.cpusets", "llm.defaults", "llm.models"})
+_MAPPING_SETTINGS = frozenset({"runner.cpusets", "llm.defaults", "llm.models", "perf.peaks"})
 _FALLBACK_RULE = _operator_only("only the operator's policy sets this")
 
 

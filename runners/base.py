@@ -7,6 +7,7 @@ boundary between the harness worker and the parent as JSON, so each type convert
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
@@ -332,6 +333,20 @@ class CaseSpec:
                    inputs=[InputCase.from_json(item) for item in data["inputs"]])
 
 
+MAX_SPREAD_VARIABLE = "OPBOT_PERF_MAX_SPREAD"
+DEFAULT_MAX_SPREAD = 0.10
+
+
+def default_max_spread() -> float:
+    """The policy's perf.max_spread as `opbot --policy` exported it to this process and the
+    ones it starts; the default where none was, or where the value is not one it allows."""
+    try:
+        value = float(os.environ.get(MAX_SPREAD_VARIABLE, DEFAULT_MAX_SPREAD))
+    except ValueError:
+        return DEFAULT_MAX_SPREAD
+    return value if 0.01 <= value <= 1.0 else DEFAULT_MAX_SPREAD
+
+
 @dataclass(frozen=True)
 class VerifyRequest:
     """Everything the harness needs, independent of where the spec came from.
@@ -349,6 +364,8 @@ class VerifyRequest:
     derive_tail_cases: bool = True
     perf_case: CaseSpec | None = None
     time_it: bool = False
+    # A timing run whose spread, (p80 - p20) / median, is wider is measured again (policy).
+    max_spread: float = field(default_factory=default_max_spread)
     timeout_s: float = 300.0
     seed: int | None = None  # None: a fresh secret seed for this run
     # False only for candidates opbot itself writes (an Ascend C package's shim).

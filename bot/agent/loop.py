@@ -36,7 +36,7 @@ from bot.agent.outcome import (
 )
 from bot.agent.package import PERF_FILE, write_spec_files
 from bot.agent.reply import ReplyError
-from bot.agent.report import PerfSection, perf_markdown, recommended
+from bot.agent.report import PeakOverrides, PerfSection, perf_markdown, recommended
 from bot.agent.search import (
     MAX_RESTARTS,
     Score,
@@ -448,7 +448,8 @@ def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
             f"best one ({loop.best.score.describe()})."]
         section = PerfSection(backend=backend, title=title, generator=loop.drafter.name,
                               attempts=loop.drafts, result=result,
-                              notes=held + loop.bench.perf_notes(result), tuning=loop.tuning)
+                              notes=held + scaled_notes(result) + loop.bench.perf_notes(result),
+                              tuning=loop.tuning)
     status: GenerateStatus = "passed" if best is not None else "failed"
     if loop.stopped_because == "unverified":
         message = loop.bench.unverified_message(out)
@@ -464,8 +465,15 @@ def _finish(loop: Loop, best: Attempt | None, out: Path, backend: str,
     return _Generation(GenerateOutcome(
         op=loop.spec.name, status=status, attempts=loop.drafts, backend=backend,
         out=out if chosen is not None else None, verification=result, message=message,
-        stopped_because=loop.stopped_because, tokens=loop.drafter.tokens, notes=loop.notes,
+        stopped_because=loop.stopped_because, tokens=loop.drafter.tokens,
+        notes=loop.notes + scaled_notes(result),
         tuning=loop.tuning, best_attempt=best_number), section)
+
+
+def scaled_notes(result: VerifyResult | None) -> list[str]:
+    """The harness's note when it verified on scaled-down shapes (runners.harness.scaling)."""
+    scaled = (result.inferred or {}).get("scaled") if result is not None else None
+    return [str(scaled["note"])] if isinstance(scaled, dict) and scaled.get("note") else []
 
 
 def _chosen(loop: Loop, best: Attempt | None,
@@ -572,9 +580,11 @@ def _combined(spec: OpSpec, out: Path, generations: list[_Generation]) -> Genera
 def generate(spec: OpSpec, *, backend: str | list[str], out: Path, progress: Progress,
              llm: LLMChoice | None = None, budget: Budget | None = None,
              timeout_s: float = 600.0,
-             runners: Mapping[str, Runner] | None = None) -> GenerateOutcome:
+             runners: Mapping[str, Runner] | None = None,
+             peaks: PeakOverrides | None = None) -> GenerateOutcome:
     """Generate for one backend or several side by side, into one package folder.
-    `runners` replace backends' own runners, by backend name (tests inject recording ones)."""
+    `runners` replace backends' own runners, by backend name (tests inject recording ones);
+    `peaks` are the policy's device peaks for PERF.md's roofline (perf.peaks)."""
     names = [backend] if isinstance(backend, str) else list(backend)
     # A written op.yaml records the backends the package holds: later iterations use them
     # (a spec generated in place keeps the user's own op.yaml untouched).
@@ -586,7 +596,8 @@ def generate(spec: OpSpec, *, backend: str | list[str], out: Path, progress: Pro
         (runners or {}).get(name), several=len(names) > 1)) for name in names]
     sections = [item.section for item in generations if item.section is not None]
     if sections:
-        (out / PERF_FILE).write_text(perf_markdown(spec.name, sections), encoding="utf-8")
+        (out / PERF_FILE).write_text(perf_markdown(spec.name, sections, peaks),
+                                     encoding="utf-8")
     if len(generations) == 1:
         return generations[0].outcome
     return _combined(spec, out, generations)

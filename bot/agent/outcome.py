@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from bot.agent.conversation import TokenCount
 from bot.agent.llm import ChatClient
+from bot.perf.roofline import roofline
 from runners.base import VerifyResult
 
 GenerateStatus = Literal["passed", "failed", "unsupported"]
@@ -116,11 +117,19 @@ class GenerateOutcome:
             "transcript": str(self.transcript) if self.transcript else None,
             "tuning": [row.to_json() for row in self.tuning],
             "best_attempt": self.best_attempt,
+            # Achieved rates against the device's peaks (built-in table); null on the CPU
+            # interpreter, whose timings say nothing about a device.
+            "roofline": self._roofline_json(),
         }
         if self.backends:
             data["backends"] = [item.to_json() for item in self.backends]
             data["recommended"] = self.recommended
         return data
+
+    def _roofline_json(self) -> dict[str, Any] | None:
+        timing = self.verification.timing if self.verification else None
+        found = roofline(timing) if timing else None
+        return found.to_json() if found else None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GenerateOutcome:

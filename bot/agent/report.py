@@ -6,10 +6,18 @@ faster verified one is marked recommended."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bot.agent.outcome import TuningRow
-from runners.base import CaseResult, Timing, VerifyResult
+from bot.perf.chart import ChartBar, mermaid_chart, safe_label
+from bot.perf.peaks import DevicePeaks
+from bot.perf.roofline import Roofline, RooflineRow, is_interpreter, roofline
+from runners.base import CaseResult, TimedCase, Timing, VerifyResult
+
+PeakOverrides = Mapping[str, DevicePeaks]
+INTERPRETER_NOTE = ("No chart or roofline is shown: the CPU interpreter's wall-clock "
+                    "timings say nothing about how fast the kernel runs on a device.")
 
 
 def _number(value: float | None) -> str:
@@ -31,7 +39,8 @@ def case_table(cases: list[CaseResult]) -> list[str]:
     return lines
 
 
-def timing_table(timing: Timing) -> list[str]:
+def _summary_table(timing: Timing) -> list[str]:
+    """Median, min and max of candidate and reference at the perf shapes (every run has it)."""
     shapes = ", ".join("x".join(str(size) for size in shape) for shape in timing.shapes)
     return [
         "| | median ms | min ms | max ms |",
@@ -43,6 +52,100 @@ def timing_table(timing: Timing) -> list[str]:
         f"Shapes: {shapes}. Trials: {timing.trials}. Device: {timing.device}. "
         f"Reference / candidate: {timing.speedup:.3g}x.",
     ]
+
+
+def timing_table(timing: Timing, peaks: PeakOverrides | None = None) -> list[str]:
+    """The Performance section's lines. On the CPU interpreter: the summary and why there is
+    no more. On a device: how it was measured, a row per shape with the roofline, the chart
+    and the peaks' source. `peaks`: the policy's perf.peaks, over the built-in table."""
+    if is_interpreter(timing):
+        return [*_summary_table(timing), "", INTERPRETER_NOTE]
+    return device_performance(timing, roofline(timing, peaks))
+
+
+def _method_line(timing: Timing) -> str:
+    spread = "not measured" if timing.spread is None else f"{timing.spread:.1%}"
+    device = timing.device_name or "unnamed"
+    clocks = timing.clock_note or "clocks and temperature not read"
+    return (f"Measured with {timing.method or 'an unnamed method'}: N={timing.trials} trials "
+            f"after {timing.warmup} warm-up run(s); spread {spread} ((p80 - p20) / median of "
+            f"the candidate's samples); re-measured {timing.remeasured} time(s) for a wider "
+            f"spread than the policy allows. Device: {device} ({timing.device}). {clocks}.")
+
+
+def _shapes_text(shapes: list[list[int]]) -> str:
+    return ", ".join("x".join(str(size) for size in shape) or "scalar" for shape in shapes)
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _shape_row(case: TimedCase, row: RooflineRow) -> str:
+    compile_ms = "-" if case.compile_ms is None else f"{case.compile_ms:.4g}"
+    return (f"| {case.name} | {_shapes_text(case.input_shapes)} | {row.dtype} | "
+            f"{case.candidate_ms:.4g} | {case.eager_ms:.4g} | {compile_ms} | "
+            f"{_speedup(row.speedup_eager)} | {_speedup(row.speedup_compile)} | "
+            f"{_rate(row.gbps)} | {_rate(row.tflops)} | {_percent(row.percent_of_peak)} | "
+            f"{row.bound or '-'} |")
+
+
+def shape_table(timing: Timing, rooflines: list[RooflineRow]) -> list[str]:
+    lines = ["| case | shapes | dtype | candidate ms | eager ms | compile ms | vs eager | "
+             "vs compile | GB/s | TFLOP/s | % of peak | bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [_shape_row(case, row) for case, row in zip(timing.rows, rooflines, strict=True)]
+    return lines
+
+
+def _chart_bars(timing: Timing) -> list[ChartBar]:
+    """One bar group per timed shape (the summary's, when no per-shape rows came back)."""
+    if not timing.rows:
+        return [ChartBar(_shapes_text(timing.shapes[:1]) or "perf", timing.candidate_ms,
+                         timing.reference_ms, timing.compile_ms)]
+    labels = [_shapes_text(case.input_shapes[:1]) or case.name for case in timing.rows]
+    unique = len(set(labels)) == len(labels)
+    return [ChartBar(label if unique else f"{index + 1} {label}", case.candidate_ms,
+                     case.eager_ms, case.compile_ms)
+            for index, (label, case) in enumerate(zip(labels, timing.rows, strict=True))]
+
+
+def _peaks_line(found: Roofline) -> str:
+    used = sorted({row.peak_used for row in found.rows if row.peak_used})
+    against = f" Percentages are of: {'; '.join(used)}." if used else ""
+    return (f"Peaks: {found.peak_source}.{against} Bytes are the minimum traffic (each input "
+            "read once, each output written once); FLOPs are counted from the reference's "
+            "operations (matmul 2MNK); memory-bound below the ridge point, compute-bound "
+            "above it.")
+
+
+def device_performance(timing: Timing, found: Roofline | None) -> list[str]:
+    lines = [_method_line(timing), ""]
+    if found is not None and timing.rows:
+        lines += [*shape_table(timing, found.rows), "",
+                  "vs eager, vs compile: their median over the candidate's (above 1x, the "
+                  "candidate is faster)."]
+    else:
+        lines += _summary_table(timing)
+    if timing.compile_ms is None and timing.compile_note:
+        lines += ["", f"torch.compile: not measured ({timing.compile_note})."]
+    chart = mermaid_chart(f"{safe_label(timing.device_name or timing.device)} ms per shape",
+                          _chart_bars(timing))
+    if chart:
+        lines += ["", *chart, "",
+                  "Bars per shape: kernel (the candidate), eager (PyTorch eager), compile "
+                  "(torch.compile, 0 where not measured); lower is faster."]
+    if found is not None:
+        lines += ["", _peaks_line(found)]
+    return lines
 
 
 @dataclass(frozen=True)
@@ -96,7 +199,8 @@ def _verdict_line(section: PerfSection) -> str:
             f"{section.attempts} attempt(s). Verdict: **{verdict}**. Device: {device}.")
 
 
-def _section_body(section: PerfSection, level: str) -> list[str]:
+def _section_body(section: PerfSection, level: str,
+                  peaks: PeakOverrides | None = None) -> list[str]:
     result = section.result
     lines = [_verdict_line(section), "", f"{level} Correctness", ""]
     if result is None:
@@ -112,7 +216,7 @@ def _section_body(section: PerfSection, level: str) -> list[str]:
             lines += [f"- `{reason.check}`: {reason.message}" for reason in result.reasons]
     lines += ["", f"{level} Performance", ""]
     if result is not None and result.timing is not None:
-        lines += timing_table(result.timing)
+        lines += timing_table(result.timing, peaks)
     else:
         lines.append("Not measured.")
     if section.tuning:
@@ -154,10 +258,12 @@ def comparison_table(sections: list[PerfSection], best: str | None) -> list[str]
     return lines
 
 
-def perf_markdown(op: str, sections: list[PerfSection]) -> str:
+def perf_markdown(op: str, sections: list[PerfSection],
+                  peaks: PeakOverrides | None = None) -> str:
+    """PERF.md for one backend or several; `peaks`: the policy's perf.peaks overrides."""
     lines = [f"# {op}: verification and performance", ""]
     if len(sections) == 1:
-        lines += _section_body(sections[0], "##")
+        lines += _section_body(sections[0], "##", peaks)
         return "\n".join(lines) + "\n"
     best = recommended(sections)
     lines += ["## Comparison", "",
@@ -167,5 +273,5 @@ def perf_markdown(op: str, sections: list[PerfSection]) -> str:
               + _recommendation(sections, best), ""]
     lines += comparison_table(sections, best)
     for section in sections:
-        lines += ["", f"## {section.title}", "", *_section_body(section, "###")]
+        lines += ["", f"## {section.title}", "", *_section_body(section, "###", peaks)]
     return "\n".join(lines) + "\n"

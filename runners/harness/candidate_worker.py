@@ -20,7 +20,7 @@ from runners.base import Failure
 from runners.harness.guard import ForwardGuard, mutated_inputs, snapshot
 from runners.harness.loading import UserCodeError, as_user_error, load_module
 from runners.harness.tensors import decode_tree, encode_tree, place
-from runners.harness.timing import TimingMethod, timing_function
+from runners.harness.timing import bench, max_spread_from, measure, plan_for
 from runners.harness.wire import Message, WireTensor
 from runners.harness.worker import Channel, internal_failure, select_device, synchronize
 
@@ -96,15 +96,19 @@ class CandidateSession:
                 "mutated": mutated_inputs(before, values)}, tensors
 
     def time(self, request: Message) -> dict[str, Any]:
+        """The forward timed on one case's inputs by the device's method, measured again
+        while its spread is wider than the judge's `max_spread` (never on the CPU)."""
         values = place(list(decode_tree(request.header["inputs"], request.tensors)),
                        list(request.header["layouts"]), self.device)
-        method: TimingMethod = "wall_clock" if self.device == "cpu" else "device_events"
-        trials, warmup = (2, 0) if self.device == "cpu" else (50, 5)
-        with torch.no_grad():
-            stats = timing_function(method)(lambda: self.model(*values), self.device, trials,
-                                            warmup)
-        return {"kind": "timed", "median_ms": stats.median_ms, "min_ms": stats.min_ms,
-                "max_ms": stats.max_ms, "trials": stats.trials}
+        plan = plan_for(self.device)
+        limit = max_spread_from(request.header.get("max_spread"))
+        try:
+            with torch.no_grad():
+                measurement = measure(lambda: bench(lambda: self.model(*values), self.device,
+                                                    plan), limit, plan.remeasures)
+        except Exception as exc:  # noqa: BLE001 - the candidate's own error: no timing, no crash
+            return {"kind": "untimed", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+        return {"kind": "timed", **measurement.to_json()}
 
 
 def _unsendable(output: Any, device: str, case: str) -> Failure | None:

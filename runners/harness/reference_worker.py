@@ -10,6 +10,7 @@ float64 truth (only when a strict comparison fails) and for the reference's timi
 from __future__ import annotations
 
 import copy
+import importlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +28,32 @@ from runners.base import (
     Tolerance,
 )
 from runners.harness import inputs as case_inputs
+from runners.harness import scaling
 from runners.harness.compare import would_pass_as_zeros
 from runners.harness.inputs import PreparedCase
 from runners.harness.loading import UserCodeError, as_user_error, load_module
 from runners.harness.seeds import derive_seed
 from runners.harness.tensors import encode_tree, layout_for, place
-from runners.harness.timing import TimingMethod, timing_function
+from runners.harness.timing import (
+    BenchPlan,
+    Measurement,
+    bench,
+    clock_note,
+    device_name,
+    max_spread_from,
+    measure,
+    plan_for,
+)
 from runners.harness.wire import Message, WireTensor
 from runners.harness.worker import Channel, internal_failure, select_device, synchronize
 
 _LOW_SIGNAL_SCALES = (16.0, 256.0, 4096.0)
 _TAIL_PLANS = (("tail-1", 4), ("tail-2", 8))
+# Timed shapes beyond the perf case, on a device: at most this many, none this small.
+_MORE_TIMED_CASES = 3
+_MIN_TIMED_ELEMENTS = 64 * 1024
+# What a torch.compile of one shape is assumed to need before one has been seen.
+_COMPILE_ALLOWANCE_S = 30.0
 
 
 class StopVerification(Exception):
@@ -87,6 +103,7 @@ class ReferenceSession:
     expected: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, PreparedCase] = field(default_factory=dict)
     echoing: list[str] = field(default_factory=list)  # cases whose output is an input
+    scale_plan: scaling.ScalePlan | None = None  # the CPU's scaled-down shapes, if any
 
     # -- the model --------------------------------------------------------------------
 
@@ -102,6 +119,7 @@ class ReferenceSession:
             raise StopVerification(Failure(check="reference",
                                            message="the reference defines no class Model"))
         self.init_args = self._init_args()
+        self._scale_for_cpu()
         try:
             torch.manual_seed(self.job.init_seed)
             model = self.module.Model(*self.init_args)
@@ -112,9 +130,30 @@ class ReferenceSession:
                                            location=error.location)) from None
         mover = getattr(model, "to", None)
         self.model = mover(self.device) if callable(mover) else model
-        self.inferred = {"init_args": _jsonable(self.init_args)}
+        # The real init args: a spec written from these keeps the reference's own sizes.
+        plan = self.scale_plan
+        self.inferred = {"init_args": _jsonable(plan.init_before if plan else self.init_args)}
+        if plan is not None:
+            self.inferred["scaled"] = plan.to_json()
         self.stages.append(StageResult("load", True, time.monotonic() - started,
                                        note="the reference"))
+
+    def _scale_for_cpu(self) -> None:
+        """On the CPU interpreter, a reference past the work budget runs at scaled-down
+        shapes (runners.harness.scaling); on a device, at its own sizes."""
+        if self.device != "cpu" or self.module is None:
+            return
+        try:
+            plan = scaling.plan_for_reference(self.module, self.init_args, self.job.cases)
+        except scaling.UnscalableError as exc:
+            raise StopVerification(Failure(check="reference", message=str(exc))) from None
+        if plan is not None:
+            scaling.apply_to_constants(self.module, plan)
+            self.init_args = list(plan.init_after)
+            self.scale_plan = plan
+
+    def _scaled(self, case: CaseSpec) -> CaseSpec:
+        return case if self.scale_plan is None else scaling.scale_case(case, self.scale_plan)
 
     def _init_args(self) -> list[Any]:
         if self.job.init_args is not None:
@@ -194,7 +233,7 @@ class ReferenceSession:
     def _spec_cases(self) -> list[PreparedCase]:
         seeded = [CaseSpec(name=case.name, inputs=case.inputs,
                            seed=derive_seed(self.job.seed, f"{case.name}:{case.seed}"))
-                  for case in self.job.cases]
+                  for case in map(self._scaled, self.job.cases)]
         prepared = case_inputs.spec_cases(seeded, fresh_seed=derive_seed(self.job.seed,
                                                                           "fresh"))
         for case in prepared:
@@ -210,7 +249,8 @@ class ReferenceSession:
         seed = derive_seed(self.job.seed, "main")
         try:
             torch.manual_seed(seed)
-            values = list(get_inputs())
+            values = list(get_inputs()) if self.scale_plan is None else scaling.scaled_inputs(
+                self.scale_plan, get_inputs, torch.Generator().manual_seed(seed))
         except Exception as exc:  # noqa: BLE001 - user code
             raise StopVerification(Failure(
                 check="reference",
@@ -241,13 +281,18 @@ class ReferenceSession:
                                   "high": item.high})
             else:
                 described.append({"name": name, "value": _jsonable(value)})
+        if self.scale_plan is not None:  # the spec keeps the real sizes; a CPU scales again
+            real = iter(self.scale_plan.shapes_before)
+            for entry in described:
+                if "shape" in entry:
+                    entry["shape"] = next(real, entry["shape"])
         assert self.inferred is not None
         self.inferred["inputs"] = described
 
     def _tail_cases(self, values: list[Any]) -> list[PreparedCase]:
         shapes = _shapes(values)
         cases: list[PreparedCase] = []
-        fixed = case_inputs.integers_in(self.inferred.get("init_args") if self.inferred else [])
+        fixed = case_inputs.integers_in(self.init_args)
         for name, divisor in _TAIL_PLANS:
             for first_only in (False, True):
                 derived = case_inputs.derive_shapes(shapes, divisor, only_first_dim=first_only,
@@ -389,7 +434,7 @@ class ReferenceSession:
 
     def perf_case(self) -> PreparedCase:
         if self.job.perf_case is not None:
-            return case_inputs.prepare_spec_case(self.job.perf_case)
+            return case_inputs.prepare_spec_case(self._scaled(self.job.perf_case))
         return max((case for case in self.cases.values() if case.name != "strided"),
                    key=_numel)
 
@@ -422,12 +467,13 @@ def prepared_message(session: ReferenceSession, cases: list[PreparedCase],
 
 def serve(channel: Channel, session: ReferenceSession) -> None:
     """Answer the judge until it says exit (or closes the channel)."""
+    baselines = Baselines(session)
     while True:
         request = channel.receive()
         if request.kind == "truth":
             _send_truth(channel, session, request)
         elif request.kind == "time":
-            _send_timing(channel, session)
+            channel.send(baselines.answer(request))
         else:
             return
 
@@ -440,17 +486,128 @@ def _send_truth(channel: Channel, session: ReferenceSession, request: Message) -
     channel.send({"kind": "truth", "output": tree}, tensors)
 
 
-def _send_timing(channel: Channel, session: ReferenceSession) -> None:
-    case = session.perf_case()
-    method: TimingMethod = "wall_clock" if session.device == "cpu" else "device_events"
-    trials, warmup = (2, 0) if session.device == "cpu" else (50, 5)
-    values = place(case.inputs, case.layouts, session.device)
-    with torch.no_grad():
-        stats = timing_function(method)(lambda: session.model(*values), session.device,
-                                        trials, warmup)
-    channel.send({"kind": "timed", "median_ms": stats.median_ms, "min_ms": stats.min_ms,
-                  "max_ms": stats.max_ms, "trials": stats.trials, "method": method,
-                  "warmup": warmup, "shapes": case.shapes()})
+@dataclass
+class Baselines:
+    """The reference timed as the candidate's baselines, one shape per `time` request:
+    PyTorch eager (torch_npu's ops on Ascend) and, on a device, torch.compile of the same
+    model on the same inputs, compiled once per shape before it is timed."""
+
+    session: ReferenceSession
+    compiled: Any = None
+    compile_out: str = ""  # why torch.compile is not timed any more, once that is known
+    slowest_compile_s: float = 0.0
+    answered: int = 0
+
+    def answer(self, request: Message) -> dict[str, Any]:
+        session = self.session
+        name = request.header.get("case")
+        case = session.perf_case() if name is None else session.cases.get(str(name))
+        if case is None:
+            return {"kind": "untimed", "reason": f"no case named {str(name)[:60]!r}"}
+        try:
+            return self._timed(case, request)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without a timing
+            return {"kind": "untimed", "reason": f"{type(exc).__name__}: {exc}"[:300]}
+
+    def _timed(self, case: PreparedCase, request: Message) -> dict[str, Any]:
+        session = self.session
+        plan = plan_for(session.device)
+        limit = max_spread_from(request.header.get("max_spread"))
+        values = place(case.inputs, case.layouts, session.device)
+        with torch.no_grad():
+            output = session.model(*values)
+            synchronize(session.device)
+            eager = measure(lambda: bench(lambda: session.model(*values), session.device, plan),
+                            limit, plan.remeasures)
+        compiled, compile_note = self._compiled(values, plan, limit,
+                                                _budget_s(request.header.get("budget_s")))
+        # Counting costs seconds on its first call: the CPU interpreter's CI runs skip it.
+        bytes_moved, flops = (None, None) if session.device == "cpu" else _count_work(
+            session.model, values)
+        header: dict[str, Any] = {
+            "kind": "timed", "case": case.name, "shapes": case.shapes(),
+            "input_shapes": case.shapes(), "input_dtypes": case.dtypes(),
+            "output_shapes": [list(item.shape) for item in _leaves(output)
+                              if isinstance(item, torch.Tensor)],
+            "output_dtypes": [case_inputs.dtype_name(item.dtype) for item in _leaves(output)
+                              if isinstance(item, torch.Tensor)],
+            **eager.to_json(), "compile": compiled.to_json() if compiled else None,
+            "compile_note": compile_note, "bytes_moved": bytes_moved, "flops": flops}
+        if self.answered == 0:  # the run's facts, once: the device, its clocks, what else to time
+            header.update(device_name=device_name(session.device),
+                          clock_note=clock_note(session.device),
+                          more_cases=self.more_cases(case))
+        self.answered += 1
+        return header
+
+    def more_cases(self, perf: PreparedCase) -> list[str]:
+        """Up to 3 more shapes to time on a device, the largest first: the correctness cases
+        big enough to say something (tiny ones time the launch, not the kernel)."""
+        if self.session.device == "cpu":
+            return []  # CI speed: the interpreter's single timing is all it gets
+        seen = [perf.shapes()]
+        chosen: list[str] = []
+        for case in sorted(self.session.cases.values(), key=_numel, reverse=True):
+            if len(chosen) == _MORE_TIMED_CASES or _numel(case) < _MIN_TIMED_ELEMENTS:
+                break
+            if case.repeat_of is None and case.name != "strided" and case.shapes() not in seen:
+                seen.append(case.shapes())
+                chosen.append(case.name)
+        return chosen
+
+    def _compiled(self, values: list[Any], plan: BenchPlan, limit: float,
+                  budget_s: float | None) -> tuple[Measurement | None, str]:
+        """torch.compile's timing, or None and the one-line reason why there is none."""
+        if self.session.device == "cpu":
+            return None, ("torch.compile not attempted on the CPU interpreter: its timings say "
+                          "nothing about device speed, and compiling costs CI seconds")
+        if self.compile_out:
+            return None, self.compile_out
+        needed_s = 3 * max(self.slowest_compile_s, _COMPILE_ALLOWANCE_S)
+        if budget_s is not None and budget_s < needed_s:
+            return None, (f"torch.compile skipped: {budget_s:.0f} s left of the verification's "
+                          f"deadline, a compile may need {needed_s / 3:.0f} s")
+        try:
+            if self.compiled is None:
+                # In this process: a pool of compile workers would count against the
+                # sandbox's process limit, whose watchdog ends the whole verification.
+                from torch._inductor import config as inductor_config
+
+                inductor_config.compile_threads = 1
+                # Static shapes: each timed shape gets its own specialised graph.
+                self.compiled = torch.compile(self.session.model, dynamic=False)
+            started = time.monotonic()
+            with torch.no_grad():
+                self.compiled(*values)
+                synchronize(self.session.device)
+                compile_s = time.monotonic() - started
+                measurement = measure(lambda: bench(lambda: self.compiled(*values),
+                                                    self.session.device, plan),
+                                      limit, plan.remeasures)
+        except Exception as exc:  # noqa: BLE001 - any failure of torch.compile is a note
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            self.compile_out = f"torch.compile failed: {type(exc).__name__}: {first_line}"[:300]
+            return None, self.compile_out
+        self.slowest_compile_s = max(self.slowest_compile_s, compile_s)
+        return measurement, f"torch.compile (dynamic=False), compiled in {compile_s:.1f} s"
+
+
+def _budget_s(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _count_work(model: Any, values: list[Any]) -> tuple[int | None, int | None]:
+    """Minimum bytes and FLOPs of the reference at these inputs (runners.harness.work);
+    None where that cannot be counted."""
+    try:
+        work = importlib.import_module("runners.harness.work").count_work(model, values)
+        bytes_moved, flops = work.bytes_moved, work.flops
+    except Exception:  # noqa: BLE001 - a count is for the report; never fail timing over it
+        return None, None
+    return (bytes_moved if isinstance(bytes_moved, int) else None,
+            flops if isinstance(flops, int) else None)
 
 
 def main(channel: Channel) -> None:
