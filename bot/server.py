@@ -673,6 +673,12 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         limits=Limits(stuck_after_s=stuck_after_from_environment(),
                       running_limit_s=2 * policy.wall_seconds),
         on_worker_death=exit_for_restart)
+    if not dispatch:
+        # Jobs run in this process (a scan verifies operator after operator here): its
+        # verifications fork from pre-imported workers (runners/warm.py).
+        from runners import warm
+
+        warm.enable()
     log.info("%s", mode_line(dispatch=dispatch, dry_run=dry_run))
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")
 

@@ -394,8 +394,14 @@ def _under_tmp(paths: Sequence[Path]) -> list[str]:
 
 
 def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: SandboxPolicy,
-                    env: Mapping[str, str], readable: Sequence[Path] = ()) -> list[str]:
-    """The bwrap command line that runs `argv` confined to `workdir`."""
+                    env: Mapping[str, str], readable: Sequence[Path] = (),
+                    work_as_tmp: bool = False) -> list[str]:
+    """The bwrap command line that runs `argv` confined to `workdir`.
+
+    work_as_tmp=True: `workdir` is bound as the sandbox's /tmp (its only writable folder and
+    its working directory) instead of at its own path beside a private, empty /tmp; what the
+    parent later puts into `workdir` appears under /tmp inside (runners/warm.py's spool).
+    """
     work = str(workdir.resolve())
     command = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
     if _can_disable_userns(bwrap):
@@ -404,8 +410,9 @@ def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: S
         command += ["--unshare-user", "--disable-userns"]
     if policy.network:
         command.append("--share-net")
-    command += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp"]  # noqa: S108 - a private, empty /tmp
+    command += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # A private /tmp: empty, or the work folder itself.
+    command += ["--bind", work, "/tmp"] if work_as_tmp else ["--tmpfs", "/tmp"]  # noqa: S108
     for path in _under_tmp([*readable, Path(sys.prefix), Path(sys.base_prefix),
                             Path(sys.executable).parent]):
         command += ["--ro-bind", path, path]
@@ -413,7 +420,10 @@ def bubblewrap_argv(bwrap: str, argv: Sequence[str], *, workdir: Path, policy: S
         command += ["--dev-bind", node, node]
     command += _credential_masks(_homes())
     command += _checkout_git_masks()
-    command += ["--bind", work, work, "--chdir", work, "--clearenv"]
+    if work_as_tmp:
+        command += ["--chdir", "/tmp", "--clearenv"]  # noqa: S108 - the bound work folder
+    else:
+        command += ["--bind", work, work, "--chdir", work, "--clearenv"]
     for name, value in sorted(env.items()):
         command += ["--setenv", name, value]
     return [*command, "--", *argv]
@@ -570,7 +580,7 @@ def read_untrusted(path: Path, limit_bytes: int) -> bytes | None:
     return None if total > limit_bytes else b"".join(chunks)
 
 
-def _open_log(path: Path) -> int:
+def open_log(path: Path) -> int:
     """Create (or truncate) a child's log and open it for the parent, read-write, mode 0600.
 
     Whatever sits at `path` that is not a private regular file (a symlink, a FIFO, a folder,
@@ -891,12 +901,14 @@ def _usable_bwrap(policy: SandboxPolicy) -> str | None:
 
 def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
            policy: SandboxPolicy | None, readable: Sequence[Path], stdin_pipe: bool,
-           stdout_pipe: bool) -> IsolatedChild:
+           stdout_pipe: bool, pass_fds: Sequence[int] = (),
+           work_as_tmp: bool = False) -> IsolatedChild:
     chosen = policy or SandboxPolicy.from_environment()
     bwrap = _usable_bwrap(chosen)
     command = (bubblewrap_argv(bwrap, argv, workdir=cwd, policy=chosen, env=env,
-                               readable=readable) if bwrap is not None else list(argv))
-    log_fd = _open_log(log_path)
+                               readable=readable, work_as_tmp=work_as_tmp)
+               if bwrap is not None else list(argv))
+    log_fd = open_log(log_path)
     # bwrap's own two processes sit above the child's tree in the cgroup.
     cgroup = PidsCgroup.create(chosen.processes + _BWRAP_PROCESSES)
     try:
@@ -908,7 +920,7 @@ def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: 
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout_pipe else log_fd, stderr=log_fd,
             # preexec_fn is unsafe with threads around; it only calls setrlimit and write.
-            start_new_session=True,
+            start_new_session=True, pass_fds=tuple(pass_fds),
             preexec_fn=lambda: _enter_limits(chosen, cgroup),  # noqa: PLW1509
         )
     except BaseException:
@@ -932,7 +944,8 @@ def _enter_limits(policy: SandboxPolicy, cgroup: PidsCgroup | None) -> None:
 
 def start_isolated(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
                    policy: SandboxPolicy | None = None, readable: Sequence[Path] = (),
-                   pipes: bool = False) -> IsolatedChild:
+                   pipes: bool = False, pass_fds: Sequence[int] = (),
+                   work_as_tmp: bool = False) -> IsolatedChild:
     """Start `argv` sandboxed in `cwd`, in a process group of its own, under the limits.
 
     pipes=True: the child's stdin and stdout are pipes to the parent (stderr goes to the
@@ -944,9 +957,12 @@ def start_isolated(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], lo
     `finish()` (also on errors); until then it may poll `check_tree()` every ~0.2 s and
     enforce its own deadline. Raises SandboxUnavailableError when bubblewrap is missing and
     the policy forbids unsandboxed runs.
+
+    `pass_fds` stay open in the child (a control socket); work_as_tmp: see `bubblewrap_argv`.
     """
     return _start(argv, cwd=cwd, env=env, log_path=log_path, policy=policy,
-                  readable=readable, stdin_pipe=pipes, stdout_pipe=pipes)
+                  readable=readable, stdin_pipe=pipes, stdout_pipe=pipes, pass_fds=pass_fds,
+                  work_as_tmp=work_as_tmp)
 
 
 def _watch(child: IsolatedChild, timeout_s: float, stdin_data: bytes | None

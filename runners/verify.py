@@ -17,13 +17,15 @@ docs/threat-model.md for what this guarantees and what stays best effort.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import runners
 from runners.anticheat.findings import Finding
@@ -34,6 +36,7 @@ from runners.base import (
     Failure,
     SourceLocation,
     StageResult,
+    TimedCase,
     Timing,
     Tolerance,
     VerifyRequest,
@@ -63,6 +66,7 @@ from runners.sandbox import (
     sandbox_environment,
     start_isolated,
 )
+from runners.warm import WarmChild, WarmLease, WarmWorkers, shared_workers, wanted
 
 _MAX_SOURCE_BYTES = 2 * 1024 * 1024
 _REFERENCE_MAX_BYTES = 1 << 36  # the reference's cases: large, but not unbounded
@@ -119,10 +123,10 @@ class Worker:
     """One sandboxed worker and its channel; `role` names it in failures."""
 
     role: str
-    child: IsolatedChild
+    child: IsolatedChild | WarmChild
     reader: Reader
     deadline: float
-    watch: list[IsolatedChild]
+    watch: list[IsolatedChild | WarmChild]
 
     def send(self, header: dict[str, Any], tensors: list[WireTensor] | None = None) -> None:
         stdin = self.child.process.stdin
@@ -145,13 +149,20 @@ class Worker:
 
 def _start_worker(role: str, *, root: Path, request: VerifyRequest,
                   readable: list[Path], python: str, policy: SandboxPolicy | None, deadline: float,
-                  watch: list[IsolatedChild]) -> Worker:
-    workdir = root / role
-    workdir.mkdir()
-    env = sandbox_environment(workdir, {"PYTHONPATH": str(_package_root())})
-    child = start_isolated([python, "-m", "runners.harness", role], cwd=workdir, env=env,
-                           log_path=root / f"{role}.log", policy=policy,
-                           readable=[*readable, _package_root()], pipes=True)
+                  watch: list[IsolatedChild | WarmChild], lease: WarmLease | None = None
+                  ) -> Worker:
+    """A worker forked by the warm server of `role` when there is a lease (and the server
+    can serve), else a cold one: its own sandboxed process."""
+    child: IsolatedChild | WarmChild | None = None
+    if lease is not None:
+        child = lease.spawn(role, log_path=root / f"{role}.log", deadline=deadline)
+    if child is None:
+        workdir = root / role
+        workdir.mkdir()
+        env = sandbox_environment(workdir, {"PYTHONPATH": str(_package_root())})
+        child = start_isolated([python, "-m", "runners.harness", role], cwd=workdir, env=env,
+                               log_path=root / f"{role}.log", policy=policy,
+                               readable=[*readable, _package_root()], pipes=True)
     watch.append(child)
     stdout = child.process.stdout
     assert stdout is not None
@@ -252,18 +263,39 @@ class Judge:
         return results, failures
 
     def time_it(self, prepared: Message) -> Timing | None:
+        """Candidate and reference (eager, torch.compile) timed on the perf case, then on the
+        more shapes the reference names (on a device only), candidate first on each."""
         perf = prepared.header.get("perf")
         if not isinstance(perf, dict):
             return None
         started = time.monotonic()
+        cases = {str(case["name"]): case for case in prepared.header["cases"]}
+        rows = [(self._time_candidate(perf, prepared), self._time_reference(None))]
+        more = _case_names(rows[0][1].get("more_cases"))[:_MORE_TIMED_ROWS]
+        for name in more if all(answer.get("kind") == "timed" for answer in rows[0]) else []:
+            if name in cases:
+                rows.append((self._time_candidate(cases[name], prepared),
+                             self._time_reference(name)))
+                if rows[-1][0].get("kind") != "timed":
+                    break  # refused below; a worker that could not time is asked no more
+        return self._timing(perf, rows, time.monotonic() - started)
+
+    def _time_candidate(self, case: dict[str, Any], prepared: Message) -> dict[str, Any]:
         tensors: list[WireTensor] = []
-        inputs = _copy_tree(perf["inputs"], prepared.tensors, tensors)
-        self._send(self.candidate, {"kind": "time", "inputs": inputs, "layouts": perf["layouts"]},
-                            tensors)
-        candidate = self._answer(self.candidate, 1 << 20, "run").header
-        self._send(self.reference, {"kind": "time"})
-        reference = self._answer(self.reference, 1 << 20, "reference").header
-        return self._timing(perf, candidate, reference, time.monotonic() - started)
+        inputs = _copy_tree(case["inputs"], prepared.tensors, tensors)
+        self._send(self.candidate, {"kind": "time", "inputs": inputs, "layouts": case["layouts"],
+                                    "max_spread": self.request.max_spread}, tensors)
+        return self._answer(self.candidate, 1 << 20, "run").header
+
+    def _time_reference(self, case: str | None) -> dict[str, Any]:
+        # What is left of the deadline: the reference skips torch.compile rather than hang.
+        budget_s = self.reference.deadline - time.monotonic()
+        header: dict[str, Any] = {"kind": "time", "max_spread": self.request.max_spread,
+                                  "budget_s": budget_s}
+        if case is not None:
+            header["case"] = case
+        self._send(self.reference, header)
+        return self._answer(self.reference, 1 << 20, "reference").header
 
     # -- one case ---------------------------------------------------------------------------
 
@@ -368,27 +400,76 @@ class Judge:
                           passed=passed, max_abs_err=_finite_or_none(max_abs),
                           max_rel_err=_finite_or_none(max_rel), note=str(case.get("note") or ""))
 
-    def _timing(self, perf: dict[str, Any], candidate: dict[str, Any],
-                reference: dict[str, Any], seconds: float) -> Timing | None:
-        try:
-            cand_ms, ref_ms = float(candidate["median_ms"]), float(reference["median_ms"])
-            method, trials = str(reference["method"]), int(reference["trials"])
-            warmup = int(reference["warmup"])
-            cand_min, cand_max = float(candidate["min_ms"]), float(candidate["max_ms"])
-        except (KeyError, TypeError, ValueError):
-            self.stages.append(StageResult("time", False, seconds, note="no usable timing"))
-            return None
-        cpu = method == "wall_clock"
-        note = ("CPU interpreter: these timings say nothing about device speed" if cpu
-                else f"{method}, median of {trials} after {warmup} warm-up")
-        speedup = ref_ms / cand_ms if cand_ms > 0 else 0.0
-        if speedup > 10 and not cpu:
+    def _timing(self, perf: dict[str, Any], rows: list[tuple[dict[str, Any], dict[str, Any]]],
+                seconds: float) -> Timing | None:
+        """The timing from the workers' answers, every number checked: the candidate's worker
+        is the candidate's process, and one implausible figure refuses its whole timing."""
+        limit_ms = self.request.timeout_s * 1000.0
+        timed: list[tuple[_Figures, _Figures, dict[str, Any]]] = []
+        for index, (candidate, reference) in enumerate(rows):
+            theirs = _read_figures(candidate, limit_ms)
+            if isinstance(theirs, str):
+                self._untimed(seconds, f"the candidate's timing was refused: {theirs}",
+                              warn=True)
+                return None
+            ours = _read_figures(reference, limit_ms)
+            if isinstance(ours, str):
+                if index == 0:
+                    self._untimed(seconds, f"no usable timing: the reference's {ours}")
+                    return None
+                continue  # a further shape the reference could not time: no row for it
+            timed.append((theirs, ours, reference))
+        return self._timing_from(perf, timed, seconds)
+
+    def _untimed(self, seconds: float, why: str, *, warn: bool = False) -> None:
+        self.stages.append(StageResult("time", False, seconds, note=why))
+        if warn:
+            self.warnings.append(f"timing: {why}")
+
+    def _timing_from(self, perf: dict[str, Any],
+                     timed: list[tuple[_Figures, _Figures, dict[str, Any]]],
+                     seconds: float) -> Timing:
+        candidate, eager, facts = timed[0]
+        method = _text(facts.get("method"), 40) or "unknown"
+        compiled = _compile_figures(facts, self.request.timeout_s * 1000.0)
+        note = self._timing_note(method, _text(facts.get("timer"), 200), candidate,
+                                 [item[0] for item in timed])
+        speedup = eager.median_ms / candidate.median_ms
+        if speedup > 10 and method != "wall_clock":
             note += "; speedup above 10x: flagged for human review"
         self.stages.append(StageResult("time", True, seconds, note=note))
-        return Timing(device=self.device, shapes=perf.get("shapes") or [], trials=trials,
-                      candidate_ms=cand_ms, candidate_min_ms=cand_min,
-                      candidate_max_ms=cand_max, reference_ms=ref_ms, speedup=speedup,
-                      note=note)
+        return Timing(device=self.device, shapes=perf.get("shapes") or [],
+                      trials=candidate.trials, candidate_ms=candidate.median_ms,
+                      candidate_min_ms=candidate.min_ms, candidate_max_ms=candidate.max_ms,
+                      reference_ms=eager.median_ms, speedup=speedup, note=note, method=method,
+                      warmup=candidate.warmup, spread=candidate.spread,
+                      remeasured=sum(item[0].remeasured for item in timed),
+                      compile_ms=compiled.median_ms if compiled else None,
+                      compile_note=_text(facts.get("compile_note"), 300),
+                      device_name=_text(facts.get("device_name"), 120),
+                      clock_note=_text(facts.get("clock_note"), 300),
+                      rows=[_timed_case(*item, self.request.timeout_s * 1000.0)
+                            for item in timed])
+
+    def _timing_note(self, method: str, timer: str, candidate: _Figures,
+                     every: list[_Figures]) -> str:
+        if method == "wall_clock":
+            return ("CPU interpreter: these timings say nothing about device speed "
+                    f"({candidate.trials} wall-clock samples, {candidate.warmup} warm-up)")
+        note = (f"{method} ({timer}): candidate median of {candidate.trials} samples after "
+                f"{candidate.warmup} warm-up calls, spread {candidate.spread:.1%} "
+                f"((p80 - p20) / median; limit {self.request.max_spread:.0%})")
+        remeasured = sum(item.remeasured for item in every)
+        if remeasured:
+            note += f"; {remeasured} run(s) rejected as too noisy and measured again"
+        # From the figures, not from the worker's own word (its too_wide).
+        wide = sum(item.spread > self.request.max_spread for item in every)
+        if wide:
+            note += (f"; {wide} shape(s) still wider than the limit after re-measuring: the "
+                     "narrowest run kept")
+        if self.device.startswith("npu"):
+            note += "; eager is torch_npu's own ops"
+        return note
 
     # -- answers ----------------------------------------------------------------------------
 
@@ -443,6 +524,117 @@ class Judge:
                             cases=results, stages=self.stages, device=self.device,
                             warnings=self.warnings, timing=timing, inferred=self.inferred,
                             seed=self.seed)
+
+
+# -- timing answers ------------------------------------------------------------------------
+
+_MORE_TIMED_ROWS = 3  # shapes timed after the perf case (the reference names them)
+_MAX_REMEASURES = 2  # runners.harness.timing.MAX_REMEASURES (the judge does not import torch)
+# Below what any launch costs on any device (a kernel launch is microseconds): a lie.
+_MIN_PLAUSIBLE_MS = 1e-4
+_MAX_SAMPLES = 10_000_000
+_TIME_KEYS = ("min_ms", "p20_ms", "median_ms", "p80_ms", "max_ms")  # in ascending order
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """A worker's timing of one shape, checked."""
+
+    min_ms: float
+    p20_ms: float
+    median_ms: float
+    p80_ms: float
+    max_ms: float
+    trials: int
+    warmup: int
+    remeasured: int
+    too_wide: bool
+
+    @property
+    def spread(self) -> float:
+        return (self.p80_ms - self.p20_ms) / self.median_ms
+
+
+def _plain_int(value: Any, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _read_figures(header: dict[str, Any], limit_ms: float) -> _Figures | str:
+    """A worker's `timed` answer as figures, or why it cannot be believed."""
+    if header.get("kind") != "timed":
+        reason = _text(header.get("reason"), 200)
+        return f"answer was {_text(header.get('kind'), 40)!r}" + (f" ({reason})" if reason
+                                                                  else "")
+    times: list[float] = []
+    for key in _TIME_KEYS:
+        value = header.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"{key} is missing or not a number"
+        if not math.isfinite(value) or value < _MIN_PLAUSIBLE_MS or value > limit_ms:
+            return (f"{key} = {value!r} ms is not a plausible time (between "
+                    f"{_MIN_PLAUSIBLE_MS:g} ms and the run's {limit_ms:g} ms limit)")
+        times.append(float(value))
+    if any(later < earlier * (1 - 1e-9) for earlier, later in itertools.pairwise(times)):
+        return "min <= p20 <= median <= p80 <= max does not hold"
+    trials, warmup, remeasured = (header.get("trials"), header.get("warmup"),
+                                  header.get("remeasured", 0))
+    if not _plain_int(trials, 1, _MAX_SAMPLES) or not _plain_int(warmup, 0, _MAX_SAMPLES):
+        return "its sample or warm-up count is not a plausible count"
+    if not _plain_int(remeasured, 0, _MAX_REMEASURES):
+        return f"its re-measure count is not between 0 and {_MAX_REMEASURES}"
+    too_wide = header.get("too_wide", False)
+    if not isinstance(too_wide, bool):
+        return "too_wide is not true or false"
+    low, p20, median, p80, high = times
+    return _Figures(min_ms=low, p20_ms=p20, median_ms=median, p80_ms=p80, max_ms=high,
+                    trials=trials, warmup=warmup, remeasured=remeasured,
+                    too_wide=too_wide)
+
+
+def _compile_figures(reference: dict[str, Any], limit_ms: float) -> _Figures | None:
+    compiled = reference.get("compile")
+    if not isinstance(compiled, dict):
+        return None
+    figures = _read_figures({**compiled, "kind": "timed"}, limit_ms)
+    return None if isinstance(figures, str) else figures
+
+
+def _timed_case(candidate: _Figures, eager: _Figures, reference: dict[str, Any],
+                limit_ms: float) -> TimedCase:
+    compiled = _compile_figures(reference, limit_ms)
+    return TimedCase(name=_text(reference.get("case"), 80),
+                     input_shapes=_shape_list(reference.get("input_shapes")),
+                     input_dtypes=_text_list(reference.get("input_dtypes")),
+                     output_shapes=_shape_list(reference.get("output_shapes")),
+                     output_dtypes=_text_list(reference.get("output_dtypes")),
+                     candidate_ms=candidate.median_ms, eager_ms=eager.median_ms,
+                     compile_ms=compiled.median_ms if compiled else None,
+                     spread=candidate.spread, bytes_moved=_count(reference.get("bytes_moved")),
+                     flops=_count(reference.get("flops")))
+
+
+def _text(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _text_list(value: Any) -> list[str]:
+    return [item[:40] for item in value if isinstance(item, str)] if isinstance(value, list) \
+        else []
+
+
+def _shape_list(value: Any) -> list[list[int]]:
+    if not isinstance(value, list):
+        return []
+    return [list(shape) for shape in value if isinstance(shape, list)
+            and all(_plain_int(size, 0, 1 << 62) for size in shape)]
+
+
+def _count(value: Any) -> int | None:
+    return value if _plain_int(value, 0, 1 << 62) else None
+
+
+def _case_names(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -565,35 +757,53 @@ def _dict_or_none(value: Any) -> dict[str, Any] | None:
 
 @contextmanager
 def _workers(request: VerifyRequest, root: Path, python: str, policy: SandboxPolicy | None,
-             deadline: float) -> Iterator[tuple[Worker, Worker]]:
-    watch: list[IsolatedChild] = []
+             deadline: float, *, lease: WarmLease | None = None
+             ) -> Iterator[tuple[Worker, Worker]]:
+    watch: list[IsolatedChild | WarmChild] = []
     with ExitStack() as stack:
         reference = _start_worker("reference", root=root, request=request,
                                   readable=[request.reference], python=python, policy=policy,
-                                  deadline=deadline, watch=watch)
+                                  deadline=deadline, watch=watch, lease=lease)
         stack.callback(reference.close)
         candidate = _start_worker("candidate", root=root, request=request,
                                   readable=[request.candidate, *request.readable],
                                   python=python, policy=policy,
-                                  deadline=deadline, watch=watch)
+                                  deadline=deadline, watch=watch, lease=lease)
         stack.callback(candidate.close)
         yield reference, candidate
 
 
 def run_harness(request: VerifyRequest, *, python: str | None = None,
-                policy: SandboxPolicy | None = None) -> VerifyResult:
-    """Verify `request.candidate` against `request.reference`: the judge and its workers."""
+                policy: SandboxPolicy | None = None,
+                warm: bool | WarmWorkers | None = None) -> VerifyResult:
+    """Verify `request.candidate` against `request.reference`: the judge and its workers.
+
+    warm: the workers are forked from pre-imported servers (runners/warm.py) instead of
+    started cold: True uses this process's shared servers (started on first use, stopped at
+    exit), a `WarmWorkers` uses those; None follows the process's switch
+    (`runners.warm.enable()`, OPBOT_WARM_WORKERS=1), off by default.
+    """
     deadline = time.monotonic() + request.timeout_s
     seed = request.seed if request.seed is not None else draw_seed()
+    chosen = python or sys.executable
+    pool = warm if isinstance(warm, WarmWorkers) else (
+        shared_workers(chosen, policy) if wanted(warm) else None)
+    readable: dict[str, list[Path]] = {
+        "reference": [request.reference], "candidate": [request.candidate, *request.readable]}
+    lease_warnings: list[str] = []
     with private_workdir("opbot-verify-") as root:
         try:
-            with _workers(request, root, python or sys.executable, policy,
-                          deadline) as (reference, candidate):
+            with ExitStack() as stack:
+                lease = stack.enter_context(pool.lease(readable)) if pool else None
+                reference, candidate = stack.enter_context(
+                    _workers(request, root, chosen, policy, deadline, lease=lease))
                 judge = Judge(request, seed, reference, candidate)
                 result = _judge(judge, request, deadline)
                 sandboxed = reference.child.sandboxed
+                lease_warnings = lease.warnings if lease else []
         except SandboxUnavailableError as exc:
             return VerifyResult.failed(Failure(check="sandbox", message=str(exc)))
+    result.warnings.extend(lease_warnings)
     if not sandboxed:
         result.warnings.append("unsandboxed: bubblewrap is missing and the policy allowed "
                                "running the candidate without a sandbox")

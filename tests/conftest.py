@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,99 @@ os.environ.setdefault("OPBOT_ASCENDC_REAL_CHECKS", "0")
 if TYPE_CHECKING:
     from tests.fakeforge import FakeForge, FakeServer
     from tests.fakeforge.scenario import World
+
+# The corpora: many independent cases, each a whole verification or generation: their
+# tests spread over every worker one by one, while every other module's tests stay together
+# on one worker (its module-scoped fixtures and stories run once). A scheduler of our own:
+# xdist's loadgroup renames node ids, which pytest 9 no longer allows.
+SHARDED_MODULES = frozenset({
+    "tests/backends/triton/test_generate_corpus.py",
+    "tests/runners/test_verify_corpus.py",
+    "tests/runners/test_attacks.py",
+})
+# The longest start first, so that none is left running alone at the end.
+LONGEST_FIRST = (
+    "tests/backends/triton/test_generate_corpus.py",
+    "tests/runners/test_verify_corpus.py",
+    "tests/runners/test_attacks.py",
+    "tests/agent/test_llm_endpoint.py",
+)
+
+
+def _module_path(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CorporaSpread(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if _module_path(nodeid) in SHARDED_MODULES:
+                return nodeid
+            return _module_path(nodeid)
+
+    return CorporaSpread(config, log)
+
+
+# Modules whose tests take more than ~20 s together on 2 cores (whole generations,
+# verifications, CPU-model builds, forge stories): `scripts/test -m "not slow"` leaves them
+# out for a quick inner loop; the full run (CI) keeps them.
+SLOW_MODULES = frozenset({
+    *SHARDED_MODULES,
+    "tests/agent/test_backend_contract.py",
+    "tests/agent/test_llm_endpoint.py",
+    "tests/agent/test_loop.py",
+    "tests/agent/test_repair_rate.py",
+    "tests/agent/test_replay_hostile.py",
+    "tests/agent/test_tuning.py",
+    "tests/backends/ascendc/test_flow.py",
+    "tests/backends/ascendc/test_llm_loop.py",
+    "tests/backends/ascendc/test_offline_row_ops.py",
+    "tests/backends/ascendc/test_tuning_loop.py",
+    "tests/backends/triton/test_tuning_space.py",
+    "tests/forge/test_contract.py",
+    "tests/forge/test_dispatch.py",
+    "tests/forge/test_fakeforge_events.py",
+    "tests/forge/test_hostile_input.py",
+    "tests/forge/test_streams.py",
+    "tests/runners/ascendc/test_ascendc_backend.py",
+    "tests/runners/ascendc/test_ascendc_package.py",
+    "tests/runners/ascendc/test_cpu_model_attacks.py",
+    "tests/runners/ascendc/test_cpu_model_cli.py",
+    "tests/runners/ascendc/test_cpumodel_kernels.py",
+    "tests/runners/ascendc/test_realapi_typecheck.py",
+    "tests/runners/ascendc/test_twin_hijack.py",
+    "tests/runners/test_bench_harness.py",
+    "tests/runners/test_harness_session.py",
+    "tests/runners/test_warm_worker.py",
+    "tests/stories/test_ci.py",
+    "tests/test_cli.py",
+    "tests/test_gate.py",
+    "tests/test_job_guards.py",
+    "tests/test_provision_host.py",
+    "tests/test_provision_jit.py",
+    "tests/test_scaled_shapes.py",
+    "tests/test_scan.py",
+    "tests/test_scan_upgrade.py",
+    "tests/test_workflows.py",
+})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _module_path(item.nodeid) in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+    def rank(item: pytest.Item) -> int:
+        module = _module_path(item.nodeid)
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a module stays
+
 
 # The fake forge (and PyGithub, python-gitlab) load only in the modules that use it.
 

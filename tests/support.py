@@ -36,6 +36,26 @@ def run_opbot(*args: str, cwd: Path | None = None, timeout: float = 600.0,
     return CliRun(completed.returncode, completed.stdout, completed.stderr)
 
 
+def run_opbot_here(*args: str, env: dict[str, str] | None = None) -> CliRun:
+    """`opbot ARGS` in this test process, its verifications through the warm workers the
+    process shares (runners/warm.py): the same command line, output and exit code as
+    `run_opbot`, without a process start and two worker imports per case (the corpora).
+    An exception that escapes the command shows as a traceback on stderr, as it would."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from bot.cli import main
+    from runners.warm import warm_for_this_process
+
+    with warm_for_this_process():
+        result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=True)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return CliRun(result.exit_code, result.stdout, stderr)
+
+
 def reference_source(forward: str, inputs: str, prelude: str = "") -> str:
     """A small KernelBench-format reference: `return <forward>` on get_inputs() = [<inputs>]."""
     return (f"import torch\n{prelude}\n\nclass Model(torch.nn.Module):\n"

@@ -6,7 +6,10 @@ Each file in tests/data/attacks/*.py starts with `# expect: failed <check>` and
 Every one of them must be answered `failed` (exit 1) with that check among the reasons,
 no traceback, and within the timeout plus a little. Files that need the test's help (a
 host path to point at, a generated source, secrets in the environment) have their own
-tests below; tests/data/attacks/README.md lists them all.
+tests below; tests/data/attacks/README.md lists them all. The corpus meets the warm
+workers a long-lived bot verifies with (forked from a pre-imported server: the path where
+isolation between one candidate and the next is the harder part); the tests below run
+`opbot verify` as a user does, in its own process with cold workers.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import CANDIDATES, DATA, CliRun, run_opbot
+from tests.support import CANDIDATES, DATA, CliRun, run_opbot, run_opbot_here
 
 pytestmark = pytest.mark.slow
 
@@ -69,12 +72,16 @@ def reference(name: str) -> Path:
 
 
 def verify(ref: Path, candidate: Path, *, timeout_s: int = TIMEOUT_S, allowed_s: float,
-           env: dict[str, str] | None = None) -> tuple[CliRun, float]:
-    """`opbot verify --json`, timed; a run past `allowed_s` (plus a margin) is a failure."""
+           env: dict[str, str] | None = None, warm: bool = False) -> tuple[CliRun, float]:
+    """`opbot verify --json`, timed; a run past `allowed_s` (plus a margin) is a failure.
+    `warm`: in this process through its warm workers (the long-lived bot's path) instead of
+    a process of its own with cold ones (the command line's)."""
     started = time.monotonic()
+    args = ("verify", str(ref), str(candidate), "--json", "--timeout", str(timeout_s))
+    if warm:
+        return run_opbot_here(*args, env=env), time.monotonic() - started
     try:
-        run = run_opbot("verify", str(ref), str(candidate), "--json", "--timeout",
-                        str(timeout_s), timeout=allowed_s + 60, env=env)
+        run = run_opbot(*args, timeout=allowed_s + 60, env=env)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{candidate.name}: no verdict within {allowed_s + 60:g} s "
                     f"(--timeout {timeout_s})")
@@ -106,7 +113,8 @@ def test_attack_headers(candidate: Path) -> None:
 @pytest.mark.parametrize("candidate", ATTACK_FILES, ids=lambda path: path.stem)
 def test_attack_is_caught(candidate: Path) -> None:
     expect, ref = header(candidate)
-    run, seconds = verify(reference(ref), candidate, allowed_s=TIMEOUT_S + VERDICT_SLACK_S)
+    run, seconds = verify(reference(ref), candidate, allowed_s=TIMEOUT_S + VERDICT_SLACK_S,
+                          warm=True)
     assert "Traceback" not in run.stderr, describe(run)
     checks = failed_checks(run)
     assert expect in checks, f"expected {expect}, got {sorted(checks)}\n{describe(run)}"

@@ -1,6 +1,8 @@
 """`opbot verify` on the adversarial corpus: every cheat caught by its check, every honest
 kernel accepted. Each candidate's first line says what the harness must conclude:
-`# expect: passed` or `# expect: failed <check>`."""
+`# expect: passed` or `# expect: failed <check>`. The corpus runs the command in this test
+process through its warm workers (`run_opbot_here`); the tests below it run `opbot` as a
+user does, in a process of its own with cold workers."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import CANDIDATES, run_opbot
+from tests.support import CANDIDATES, run_opbot, run_opbot_here
 
 
 def _expectation(candidate: Path) -> tuple[str, str | None]:
@@ -29,8 +31,8 @@ def _corpus() -> list[object]:
 @pytest.mark.parametrize(("reference", "candidate", "status", "check"), _corpus())
 def test_verdict_names_the_check(reference: Path, candidate: Path, status: str,
                                  check: str | None) -> None:
-    run = run_opbot("verify", str(reference), str(candidate), "--backend", "triton", "--json",
-                    "--timeout", "30")
+    run = run_opbot_here("verify", str(reference), str(candidate), "--backend", "triton",
+                         "--json", "--timeout", "30")
     assert "Traceback" not in run.stderr
     result = run.json()
     assert result["status"] == status, result["reasons"]

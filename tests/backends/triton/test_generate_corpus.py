@@ -3,7 +3,8 @@
 In-family references must pass the harness, and the ModelNew written to the package must
 then pass an independent check here: imported on its own, run on the reference's
 get_inputs() against the reference. Out-of-family references must be answered
-`unsupported`, naming the ops, or truly pass.
+`unsupported`, naming the ops, or truly pass. The command runs in this test process, its
+verifications through the process's warm workers (tests/support.py `run_opbot_here`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from tests.support import REFS, run_opbot
+from tests.support import REFS, run_opbot_here
 
 # Out of the offline generator's families: random in training mode, convolutions, scans,
 # sorting. (Embedding is out of family too, but the generator handles it: it must pass.)
@@ -66,8 +67,8 @@ def _independent_check(reference_path: Path, kernel_path: Path) -> None:
 @pytest.mark.parametrize("reference", sorted(REFS.glob("*.py")), ids=lambda path: path.stem)
 def test_offline_generation(reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "package"
-    run = run_opbot("generate", str(reference), "--backend", "triton", "--llm", "offline",
-                    "--out", str(out), "--json")
+    run = run_opbot_here("generate", str(reference), "--backend", "triton", "--llm", "offline",
+                         "--out", str(out), "--json")
     assert "Traceback" not in run.stderr
     result = run.json()
     assert set(result) >= {"op", "status", "attempts", "backend", "out", "cases", "perf"}

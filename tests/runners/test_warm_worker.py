@@ -1,0 +1,331 @@
+"""Warm workers (runners/warm.py): the same verdicts as cold ones, and a hostile candidate
+forked from the warm server reaches no more than a cold one and leaves nothing behind.
+
+Each hostile candidate is the good ReLU kernel with an attack run at import; what it saw
+comes back as its load failure's message ("PROBE {json}"), the only channel it has.
+One WarmWorkers serves the whole module (it imports torch and triton once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runners.base import VerifyRequest, VerifyResult
+from runners.sandbox import SandboxPolicy, sandbox_status
+from runners.verify import run_harness
+from runners.warm import ENV_SWITCH, WarmWorkers, wanted
+from tests.support import CANDIDATES
+
+RELU = CANDIDATES / "refs" / "relu.py"
+GOOD = CANDIDATES / "relu__good_tutorial.py"
+BAD = CANDIDATES / "relu__bad_values_zeros.py"
+SECRET = ("GITHUB_TOKEN", "ghp_warm_worker_secret_0a1b2c3d")
+PROCESS_CAP = 256  # the pool's policy: a fork bomb meets it fast
+
+pytestmark = pytest.mark.skipif(not sandbox_status().works,
+                                reason="bubblewrap cannot start a sandbox here")
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WarmWorkers]:
+    """The module's warm workers, started while a secret sits in the environment."""
+    os.environ[SECRET[0]] = SECRET[1]
+    workers = WarmWorkers(policy=SandboxPolicy(processes=PROCESS_CAP))
+    try:
+        workers.start()
+        yield workers
+    finally:
+        os.environ.pop(SECRET[0], None)
+        workers.close()
+
+
+def _request(candidate: Path, *, timeout_s: float = 120.0) -> VerifyRequest:
+    return VerifyRequest(reference=RELU, candidate=candidate, timeout_s=timeout_s, seed=11)
+
+
+def _warm(pool: WarmWorkers, candidate: Path, **options: Any) -> VerifyResult:
+    forks = pool.forks
+    result = run_harness(_request(candidate, **options), warm=pool)
+    assert pool.forks == forks + 2, result.warnings  # both workers were forked warm
+    return result
+
+
+def _hostile(tmp_path: Path, attack: str, name: str = "hostile.py") -> Path:
+    """The good kernel, with `attack` run at import (its own statements, unindented)."""
+    path = tmp_path / name
+    path.write_text(f"{attack}\n\n{GOOD.read_text(encoding='utf-8')}", encoding="utf-8")
+    return path
+
+
+PROBE_TAIL = 'raise RuntimeError("PROBE " + json.dumps(seen))'
+
+
+def _probe(result: VerifyResult) -> Any:
+    """What a probing candidate reported from inside its worker."""
+    assert result.status == "failed"
+    message = result.reasons[-1].message
+    assert "PROBE " in message, message
+    return json.loads(message.split("PROBE ", 1)[1])
+
+
+def _checks(result: VerifyResult) -> list[str]:
+    return sorted(item.check for item in result.reasons)
+
+
+# -- the switch ---------------------------------------------------------------------------------
+
+
+def test_cold_is_the_default_and_the_environment_turns_warm_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_SWITCH, raising=False)
+    assert not wanted(None)
+    monkeypatch.setenv(ENV_SWITCH, "1")
+    assert wanted(None)
+    assert not wanted(False)
+
+
+# -- verdicts -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("candidate", [GOOD, BAD], ids=["good", "bad"])
+def test_warm_gives_the_cold_verdict(pool: WarmWorkers, candidate: Path) -> None:
+    cold = run_harness(_request(candidate), warm=False)
+    warm = _warm(pool, candidate)
+    assert (warm.status, _checks(warm)) == (cold.status, _checks(cold))
+    assert [case.passed for case in warm.cases] == [case.passed for case in cold.cases]
+    assert warm.status == ("passed" if candidate == GOOD else "failed")
+
+
+# -- attacks ----------------------------------------------------------------------------------
+
+
+def test_other_processes_are_out_of_reach(pool: WarmWorkers, tmp_path: Path) -> None:
+    attack = """
+import json, os
+seen = {"readable": [], "cmdlines": []}
+for pid in [name for name in os.listdir("/proc") if name.isdigit()]:
+    if int(pid) == os.getpid():
+        continue
+    try:
+        seen["cmdlines"].append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+    for part in ("environ", "mem", "maps"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as handle:
+                handle.read(1)
+            seen["readable"].append(f"{pid}/{part}")
+        except OSError:
+            pass
+seen["parent"] = os.getppid()
+seen["caps"] = [line.split()[1] for line in open("/proc/self/status")
+                if line.startswith(("CapEff", "CapPrm", "CapBnd", "CapAmb"))]
+""" + PROBE_TAIL
+    seen = _probe(_warm(pool, _hostile(tmp_path, attack)))
+    parent = seen["parent"]
+    # The server (its parent) is not dumpable: neither its memory nor its environment.
+    assert not [item for item in seen["readable"] if item.startswith(f"{parent}/")]
+    assert not any("reference" in line for line in seen["cmdlines"])
+    assert set(seen["caps"]) == {"0000000000000000"}  # no capability to bypass that
+
+
+def test_nothing_written_reaches_a_later_verification(pool: WarmWorkers,
+                                                      tmp_path: Path) -> None:
+    plant = """
+import json, os
+seen = {"cwd": os.getcwd(), "wrote": []}
+for target in ("/tmp/planted.py", os.path.join(os.getcwd(), "..", "planted-beside.py"),
+               os.path.join(os.getcwd(), "planted-here.py"), "/dev/shm/planted",
+               "/dev/planted", "/var/tmp/planted", os.path.expanduser("~/planted-home")):
+    try:
+        with open(target, "w") as handle:
+            handle.write("x = 1")
+        seen["wrote"].append(target)
+    except OSError:
+        pass
+""" + PROBE_TAIL
+    planted = _probe(_warm(pool, _hostile(tmp_path, plant, "plant.py")))
+    assert "/var/tmp/planted" not in planted["wrote"]  # the root stays read-only
+    targets = json.dumps([*planted["wrote"], planted["cwd"]])
+    look = f"""
+import json, os
+targets = {targets}
+seen = {{"found": [path for path in targets if os.path.exists(path)],
+        "cwd": os.getcwd(), "cwd_entries": os.listdir(os.getcwd())}}
+""" + PROBE_TAIL
+    seen = _probe(_warm(pool, _hostile(tmp_path, look, "look.py")))
+    assert seen["found"] == []  # the earlier folder and every planted file are gone
+    assert seen["cwd"] != planted["cwd"]
+    assert seen["cwd_entries"] == []  # a fresh, empty folder
+    spool = pool.servers["candidate"].spool
+    assert [entry.name for entry in spool.iterdir()] == []  # emptied after each verification
+
+
+def _host_processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_no_process_outlives_its_verification(pool: WarmWorkers, tmp_path: Path) -> None:
+    marker = f"opbot-warm-sleeper-{os.getpid()}"
+    attack = f"""
+import os, subprocess, sys
+subprocess.Popen(["sleep", "4242"], start_new_session=True)
+if os.fork() == 0:  # a double-forked daemon in a session of its own
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(999)",
+                                  "{marker}"])
+    os._exit(0)
+"""
+    result = _warm(pool, _hostile(tmp_path, attack))
+    assert result.status in ("passed", "failed")
+    assert _host_processes_with(marker) == []
+    assert _host_processes_with("4242") == []
+
+
+def test_a_fork_bomb_is_stopped_and_the_next_verification_runs(pool: WarmWorkers,
+                                                               tmp_path: Path) -> None:
+    attack = """
+import os, time
+for _ in range(14):
+    try:
+        os.fork()
+    except OSError:
+        break
+time.sleep(120)
+"""
+    result = _warm(pool, _hostile(tmp_path, attack), timeout_s=60)
+    assert result.status == "failed"
+    assert any("processes" in item.message for item in result.reasons), result.reasons
+    assert _warm(pool, GOOD).status == "passed"
+
+
+def test_a_killed_server_is_restarted_and_the_verification_falls_back_cold(
+        pool: WarmWorkers, tmp_path: Path) -> None:
+    attack = """
+import os, signal
+os.kill(1, signal.SIGKILL)  # the sandbox's init ignores it
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+    killed = _warm(pool, _hostile(tmp_path, attack))
+    assert killed.status == "failed"
+    assert "crash" in _checks(killed)
+    fallback = run_harness(_request(GOOD), warm=pool)
+    assert fallback.status == "passed"
+    assert any("ran cold" in warning for warning in fallback.warnings), fallback.warnings
+    assert _warm(pool, GOOD).status == "passed"  # the restarted server serves again
+
+
+def test_a_hanging_candidate_times_out(pool: WarmWorkers, tmp_path: Path) -> None:
+    attack = """
+import time
+while True:
+    time.sleep(1)
+"""
+    result = _warm(pool, _hostile(tmp_path, attack), timeout_s=12)
+    assert "timeout" in _checks(result)
+    assert _warm(pool, GOOD).status == "passed"
+
+
+def test_poisoned_modules_do_not_reach_the_next_verification(pool: WarmWorkers,
+                                                             tmp_path: Path) -> None:
+    attack = """
+import os, sys
+import torch
+import triton.language as tl
+import runners.harness.compare
+torch.empty_like = lambda x: torch.zeros(1)
+tl.maximum = lambda a, b: a * 0
+sys.modules["runners.harness.tensors"] = None
+os.environ["OPBOT_POISONED"] = "1"
+raise RuntimeError("poisoned")
+"""
+    assert _warm(pool, _hostile(tmp_path, attack)).status == "failed"
+    check = """
+import json, os
+import torch
+seen = {"poisoned": "OPBOT_POISONED" in os.environ,
+        "empty_like": torch.empty_like(torch.ones(3)).shape[0]}
+""" + PROBE_TAIL
+    assert _probe(_warm(pool, _hostile(tmp_path, check, "check.py"))) == {
+        "poisoned": False, "empty_like": 3}
+    assert _warm(pool, GOOD).status == "passed"
+
+
+def test_no_secret_of_the_parent_is_visible(pool: WarmWorkers, tmp_path: Path) -> None:
+    attack = """
+import json, os
+texts = [repr(dict(os.environ))]
+for path in ("/proc/self/environ", f"/proc/{os.getppid()}/environ", "/proc/1/environ"):
+    try:
+        texts.append(open(path, "rb").read().decode(errors="replace"))
+    except OSError:
+        pass
+seen = {"hits": [text[:40] for text in texts if "ghp_" in text or "GITHUB_TOKEN" in text]}
+""" + PROBE_TAIL
+    assert _probe(_warm(pool, _hostile(tmp_path, attack))) == {"hits": []}
+
+
+def test_loopback_of_the_host_is_unreachable(pool: WarmWorkers, tmp_path: Path) -> None:
+    received: list[bytes] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        stop = threading.Event()
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = listener.accept()
+                except OSError:
+                    continue
+                with connection:
+                    received.append(connection.recv(100) or b"connected")
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        attack = f"""
+import json, socket
+seen = {{}}
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"leak")
+    seen["connected"] = True
+except OSError as exc:
+    seen["connected"] = False
+    seen["error"] = type(exc).__name__
+""" + PROBE_TAIL
+        seen = _probe(_warm(pool, _hostile(tmp_path, attack)))
+        stop.set()
+        thread.join(timeout=5)
+    assert seen["connected"] is False
+    assert received == []
+
+
+def test_servers_started_without_the_interpreter_switch_verify_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton reads TRITON_INTERPRET on its first import: a server importing it before
+    the worker picks the CPU would fail every kernel ("outside of the scope of a kernel")."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    workers = WarmWorkers()
+    try:
+        assert _warm(workers, GOOD).status == "passed"
+    finally:
+        workers.close()
