@@ -36,6 +36,7 @@ import array
 import atexit
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import shutil
@@ -70,7 +71,11 @@ from runners.sandbox import (
 )
 
 ENV_SWITCH = "OPBOT_WARM_WORKERS"
-ROLES = ("reference", "candidate")
+ROLES = ("reference", "candidate")  # a verification's pair
+GENERATOR = "generator"  # the offline generator (bot.agent.offline), started when first used
+SERVER_ROLES = (*ROLES, GENERATOR)
+# What a generator child runs: a module's `main()`, by name (runners never imports bot).
+_GENERATOR_ENTRY = ("bot.agent.offline.__main__", "main")
 _SANDBOX_TMP = Path("/tmp")  # noqa: S108 - the sandbox's /tmp: the server's spool
 _MAX_CONTROL_BYTES = 1 << 20
 _MAX_FDS = 8
@@ -148,6 +153,9 @@ class WarmChild:
     log_fd: int
     cgroup: PidsCgroup | None = None
     sandboxed: bool = True
+    # Its work folder, as the judge sees it (in the spool) and as the child sees it.
+    workdir: Path | None = None
+    inside: Path | None = None
     _killed_because: str | None = field(default=None, init=False, repr=False)
     _outcome: ProcessOutcome | None = field(default=None, init=False, repr=False)
 
@@ -280,7 +288,8 @@ class WarmServer:
         pipes = ChildPipes(stdin=os.fdopen(from_judge, "wb", buffering=0),
                            stdout=os.fdopen(from_child, "rb", buffering=0), pid=pid)
         return WarmChild(process=pipes, server=self, started=started, policy=self.policy,
-                         log_fd=log_fd, cgroup=cgroup)
+                         log_fd=log_fd, cgroup=cgroup, workdir=self.spool / workdir_name,
+                         inside=inside)
 
     def end_child(self) -> int | None:
         """Have the server kill and reap everything but itself; the child's exit status
@@ -403,9 +412,9 @@ class WarmWorkers:
         # follows the thread): servers start from this one, alive as long as the pool.
         self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="opbot-warm")
 
-    def start(self) -> None:
-        """Start both servers (they import in the background); idempotent."""
-        for role in ROLES:
+    def start(self, roles: Sequence[str] = ROLES) -> None:
+        """Start the servers of `roles` (a verification's pair unless said); idempotent."""
+        for role in roles:
             if role not in self.servers:
                 self.servers[role] = self._launch(role)
 
@@ -430,7 +439,7 @@ class WarmWorkers:
             self._count += 1
             lease = WarmLease(self, f"opbot-work-{self._count}-{os.urandom(4).hex()}")
             try:
-                self.start()  # SandboxUnavailableError goes up: cold would fail alike
+                self.start(list(readable))  # SandboxUnavailableError goes up: cold alike
                 for role, paths in readable.items():
                     server = self.servers.get(role)
                     if server is not None:
@@ -546,7 +555,7 @@ def _interpreted() -> bool | None:
     return None if any(Path("/dev").glob("davinci*")) else True
 
 
-def _preimport() -> None:
+def _preimport(role: str) -> None:
     """What every worker needs, imported once (nothing that starts a thread or a device).
     Triton reads TRITON_INTERPRET on its first import: it is set first, as the workers'
     `select_device` will set it; where that is unknown (an NPU host) triton waits."""
@@ -557,6 +566,12 @@ def _preimport() -> None:
         return  # the harness imports triton (through torch's own modules): it waits too
     if interpreted:
         os.environ["TRITON_INTERPRET"] = "1"
+    if role == GENERATOR:
+        # The generator's registry imports every backend (and triton with them).
+        with contextlib.suppress(Exception):  # a child pays what failed here, nothing worse
+            importlib.import_module(_GENERATOR_ENTRY[0])
+            importlib.import_module("bot.agent.backends")
+        return
     import runners.harness.candidate_worker
     import runners.harness.reference_worker  # noqa: F401
 
@@ -656,10 +671,15 @@ def _become_child(sock: socket.socket, request: dict[str, Any], fds: list[int]) 
         os.environ.clear()
         os.environ.update({str(key): str(value) for key, value in request["env"].items()})
         role = str(request["role"])
-        sys.argv = ["runners.harness", role]
-        from runners.harness.__main__ import run_role
+        if role == GENERATOR:
+            module, function = _GENERATOR_ENTRY
+            sys.argv = [module]
+            code = int(getattr(importlib.import_module(module), function)())
+        else:
+            sys.argv = ["runners.harness", role]
+            from runners.harness.__main__ import run_role
 
-        code = run_role(role)
+            code = run_role(role)
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - whatever happens, never return into the server
@@ -677,7 +697,7 @@ def serve(role: str, control_fd: int) -> int:
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     sock = socket.socket(fileno=control_fd)
-    _preimport()
+    _preimport(role)
     dev_before = frozenset(entry.name for entry in Path("/dev").iterdir())
     sock.send(json.dumps({"op": "ready"}).encode())
     child: int | None = None
@@ -703,8 +723,9 @@ def serve(role: str, control_fd: int) -> int:
 
 
 def main() -> int:
-    if len(sys.argv) != 3 or sys.argv[1] not in ROLES or not sys.argv[2].isdigit():
-        print("usage: python -m runners.warm reference|candidate CONTROL_FD", file=sys.stderr)
+    if len(sys.argv) != 3 or sys.argv[1] not in SERVER_ROLES or not sys.argv[2].isdigit():
+        print("usage: python -m runners.warm reference|candidate|generator CONTROL_FD",
+              file=sys.stderr)
         return 2
     return serve(sys.argv[1], int(sys.argv[2]))
 

@@ -34,7 +34,7 @@ from bot.policy import LLM_POLICY_VARIABLE, PolicyError, llm_policy_json, load_p
 from bot.spec import load_spec
 from tests.agent.test_loop import GOOD, KEY, REFERENCE, WRONG
 from tests.fake_llm import ScriptedLLM, Step, reply
-from tests.support import run_opbot
+from tests.support import run_opbot, run_opbot_here
 
 FILES = "```python file=model_new.py\nclass ModelNew: ...\n```\n"
 
@@ -327,9 +327,11 @@ def test_a_child_generate_asks_as_the_operators_policy_says(
 
 
 def _generate(server: ScriptedLLM, out: Path, *extra: str) -> dict[str, Any]:
-    run = run_opbot("generate", str(REFERENCE), "--backend", "triton", "--llm", "openai",
-                    "--llm-base-url", server.base_url, "--llm-model", "scripted-model",
-                    "--out", str(out), "--json", *extra, env={"OPBOT_LLM_API_KEY": KEY})
+    """`opbot generate --llm openai` in this process (its verifications warm), the real
+    openai client talking to the scripted endpoint over loopback."""
+    run = run_opbot_here("generate", str(REFERENCE), "--backend", "triton", "--llm", "openai",
+                         "--llm-base-url", server.base_url, "--llm-model", "scripted-model",
+                         "--out", str(out), "--json", *extra, env={"OPBOT_LLM_API_KEY": KEY})
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     result: dict[str, Any] = run.json()
     return result

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_llm import ScriptedLLM, Step, reply
-from tests.support import CANDIDATES, REPO, run_opbot
+from tests.support import CANDIDATES, REPO, run_opbot, run_opbot_here
 
 KEY = "sk-opbot-test-7f3a9c1e5b"
 REFERENCE = CANDIDATES / "refs" / "relu.py"
@@ -21,10 +21,12 @@ WRONG = GOOD.replace("tl.maximum(x, 0.0)", "x * 2.0", 1)
 
 
 def _generate(server: ScriptedLLM, out: Path, *extra: str) -> tuple[int, dict[str, object], str]:
-    run = run_opbot("generate", str(REFERENCE), "--backend", "triton", "--llm", "openai",
-                    "--llm-base-url", server.base_url, "--llm-model", "scripted-model",
-                    "--out", str(out), "--json", *extra,
-                    env={"OPBOT_LLM_API_KEY": KEY})
+    """`opbot generate --llm openai` in this process, its verifications warm (the command
+    line's own process: test_auto_uses_a_configured_endpoint and test_cli.py)."""
+    run = run_opbot_here("generate", str(REFERENCE), "--backend", "triton", "--llm", "openai",
+                         "--llm-base-url", server.base_url, "--llm-model", "scripted-model",
+                         "--out", str(out), "--json", *extra,
+                         env={"OPBOT_LLM_API_KEY": KEY})
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     return run.code, run.json(), run.stdout + run.stderr
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,8 +166,11 @@ seen = {{"found": [path for path in targets if os.path.exists(path)],
     assert seen["found"] == []  # the earlier folder and every planted file are gone
     assert seen["cwd"] != planted["cwd"]
     assert seen["cwd_entries"] == []  # a fresh, empty folder
-    spool = pool.servers["candidate"].spool
-    assert [entry.name for entry in spool.iterdir()] == []  # emptied after each verification
+    server = pool.servers["candidate"]
+    # Emptied after each verification; what stays are the mount points of the read-only
+    # binds (the venv, opbot) when they live under the host's /tmp (a CI clone there).
+    left = [entry.name for entry in server.spool.iterdir() if entry.name not in server._bound]
+    assert left == []
 
 
 def _host_processes_with(marker: str) -> list[int]:
@@ -329,3 +333,61 @@ def test_servers_started_without_the_interpreter_switch_verify_alike(
         assert _warm(workers, GOOD).status == "passed"
     finally:
         workers.close()
+
+
+# -- the offline generator, warm ---------------------------------------------------------
+
+
+def test_the_offline_generator_runs_warm_with_the_cold_answer() -> None:
+    from bot.agent.offline.run import generate_in_worker
+    from runners.warm import shared_workers, warm_for_this_process
+
+    cold = generate_in_worker(RELU, op_name="relu", init_args=None, cases=[])
+    workers = shared_workers(sys.executable, None)
+    forks = workers.forks
+    with warm_for_this_process():
+        warm = generate_in_worker(RELU, op_name="relu", init_args=None, cases=[])
+    assert workers.forks == forks + 1  # the generator was forked, not started
+    assert cold.status == warm.status == "generated", (cold.reason, warm.reason)
+    assert warm.source == cold.source
+    assert warm.aten_ops == cold.aten_ops
+
+
+def test_a_hostile_reference_in_the_warm_generator_leaves_nothing(tmp_path: Path) -> None:
+    """The reference is user code and the generator runs it: its daemon dies with the
+    generation, what it wrote is gone for the next one, and a hang meets the timeout."""
+    from bot.agent.offline.run import generate_in_worker
+    from runners.warm import warm_for_this_process
+
+    marker = f"opbot-warm-generator-sleeper-{os.getpid()}"
+    hostile = tmp_path / "hostile_ref.py"
+    hostile.write_text(f"""
+import os, subprocess, sys
+from pathlib import Path
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(999)", "{marker}"],
+                 start_new_session=True)
+Path("planted.txt").write_text("left for the next one")
+{RELU.read_text(encoding="utf-8")}
+""", encoding="utf-8")
+    probe = tmp_path / "probe_ref.py"
+    probe.write_text(f"""
+import os
+from pathlib import Path
+planted = [str(path) for path in Path("/tmp").glob("**/planted.txt")]
+if planted:
+    raise RuntimeError("PROBE found " + repr(planted))
+{RELU.read_text(encoding="utf-8")}
+""", encoding="utf-8")
+    hang = tmp_path / "hang_ref.py"
+    hang.write_text(f"import time\ntime.sleep(600)\n{RELU.read_text(encoding='utf-8')}",
+                    encoding="utf-8")
+    with warm_for_this_process():
+        first = generate_in_worker(hostile, op_name="relu", init_args=None, cases=[])
+        assert _host_processes_with(marker) == []
+        second = generate_in_worker(probe, op_name="relu", init_args=None, cases=[])
+        stopped = generate_in_worker(hang, op_name="relu", init_args=None, cases=[],
+                                     timeout_s=5)
+    assert first.status == "generated", first.reason
+    assert second.status == "generated", second.reason  # an empty folder, no planted file
+    assert stopped.status == "error"
+    assert "ran past 5 s" in stopped.reason

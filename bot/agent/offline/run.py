@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import select
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import runners
 from bot.agent.offline.job import OfflineJob, OfflineResult
+from runners import warm
 from runners.base import CaseSpec
 from runners.sandbox import (
+    ProcessOutcome,
     SandboxUnavailableError,
     private_workdir,
     read_untrusted,
@@ -37,7 +43,13 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
 
 def run_in_worker(backend: str, job: OfflineJob, *,
                   timeout_s: float = GENERATOR_TIMEOUT_S) -> OfflineResult:
-    """Run `job` through the named backend's offline generator in a sandboxed child."""
+    """Run `job` through the named backend's offline generator in a sandboxed child: forked
+    from this process's warm generator server where warm workers are on (runners/warm.py),
+    else started cold."""
+    if warm.wanted(None):
+        answered = _run_warm(backend, job, timeout_s)
+        if answered is not None:
+            return answered
     with private_workdir("opbot-generate-") as tmp:
         # The child writes only in work/; its log lies beside it, out of its reach.
         workdir = tmp / "work"
@@ -54,14 +66,56 @@ def run_in_worker(backend: str, job: OfflineJob, *,
         except SandboxUnavailableError as exc:
             return OfflineResult(status="error", reason=str(exc))
         data = read_untrusted(result_path, _MAX_RESULT_BYTES)  # never a symlink or a FIFO
-        try:
-            if data is not None:
-                return OfflineResult.from_json(json.loads(data.decode("utf-8")))
-        except (ValueError, TypeError, AttributeError):  # not the JSON object it should be
-            pass
+    return _result(data, outcome, timeout_s)
+
+
+def _result(data: bytes | None, outcome: ProcessOutcome, timeout_s: float) -> OfflineResult:
+    """The generator's answer from its result file, or why there is none."""
+    try:
+        if data is not None:
+            return OfflineResult.from_json(json.loads(data.decode("utf-8")))
+    except (ValueError, TypeError, AttributeError):  # not the JSON object it should be
+        pass
     if outcome.timed_out:
         reason = f"the offline generator ran past {timeout_s:g} s and was stopped"
     else:
         reason = (f"the offline generator died ({outcome.signal_name or outcome.returncode}): "
                   f"{outcome.log_tail[-800:]}")
     return OfflineResult(status="error", reason=reason)
+
+
+def _run_warm(backend: str, job: OfflineJob, timeout_s: float) -> OfflineResult | None:
+    """The generator as a warm server's child; None where none could start (run it cold)."""
+    deadline = time.monotonic() + timeout_s
+    workers = warm.shared_workers(sys.executable, None)
+    root = Path(runners.__file__).resolve().parent.parent
+    with private_workdir("opbot-generate-") as tmp, \
+            workers.lease({warm.GENERATOR: [job.reference, root]}) as lease:
+        child = None if lease is None else lease.spawn(warm.GENERATOR, deadline=deadline,
+                                                       log_path=tmp / "generator.log")
+        if child is None or child.workdir is None or child.inside is None:
+            return None
+        name = f"generated-{secrets.token_hex(8)}.json"
+        envelope = {"result": str(child.inside / name), "backend": backend,
+                    "job": job.to_json()}
+        timed_out = _feed_and_wait(child, json.dumps(envelope).encode("utf-8"), deadline)
+        outcome = child.finish(timed_out=timed_out)
+        data = read_untrusted(child.workdir / name, _MAX_RESULT_BYTES)
+    return _result(data, outcome, timeout_s)
+
+
+def _feed_and_wait(child: warm.WarmChild, envelope: bytes, deadline: float) -> bool:
+    """Hand the child its job on stdin, then wait for it to close its stdout (it exited);
+    True when the deadline came first. What it prints there is read and dropped."""
+    with contextlib.suppress(OSError):
+        child.process.stdin.write(envelope)
+    with contextlib.suppress(OSError):
+        child.process.stdin.close()
+    out = child.process.stdout.fileno()
+    while (left := deadline - time.monotonic()) > 0:
+        if child.check_tree() is not None:
+            return False
+        ready, _, _ = select.select([out], [], [], min(left, 0.2))
+        if ready and not os.read(out, 1 << 16):
+            return False
+    return True

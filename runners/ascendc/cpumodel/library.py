@@ -10,6 +10,7 @@ half a library. The cpudebug sources are compiled from the cache, never copied h
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -141,6 +142,25 @@ def prepare_library(timeout_s: float = 900) -> Library:
         return Library(final, api)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(final.parent / f".{final.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise CpuModelError(f"cannot write the cache folder {final.parent}: {exc} "
+                            "(set OPBOT_CACHE_DIR to a writable folder)") from exc
+    try:
+        # One build at a time: a second process (a test worker, a parallel job) waits for
+        # the first one's library instead of compiling the same sources beside it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (final / _READY).is_file():
+            _build_and_publish(final, api, timeout_s)
+    finally:
+        os.close(lock)  # releases the lock
+    if not (final / _READY).is_file():
+        raise CpuModelError(f"the CPU model library at {final} is incomplete: remove it")
+    return Library(final, api)
+
+
+def _build_and_publish(final: Path, api: RealApi, timeout_s: float) -> None:
+    try:
         building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     except OSError as exc:
         raise CpuModelError(f"cannot write the cache folder {final.parent}: {exc} "
@@ -150,9 +170,6 @@ def prepare_library(timeout_s: float = 900) -> Library:
         _publish(building, final)
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    if not (final / _READY).is_file():
-        raise CpuModelError(f"the CPU model library at {final} is incomplete: remove it")
-    return Library(final, api)
 
 
 def build_library(timeout_s: float = 900) -> Path:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runners.ascendc.cpumodel import program_cache
 from runners.ascendc.cpumodel.errors import CpuModelError
 from runners.ascendc.cpumodel.library import LINK_LIBS, prepare_library
 from runners.ascendc.cpumodel.run import run_sandboxed
@@ -111,9 +112,21 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     program.unlink(missing_ok=True)
     argv = ["g++", *library.compile_flags(), f"-I{folder}", *sources,
             str(library.archive), *LINK_LIBS, "-o", str(program)]
+    # The same inputs compiled before (the package verified again): the kept program.
+    shape = [name if not name.startswith("/") else Path(name).name for name in sources]
+    key = program_cache.cache_key(folder, twin, [*library.compile_flags(), *shape, *LINK_LIBS],
+                                  library.archive)
+    cached = _kept_programs(library.root) if key is not None else None
+    kept = program_cache.fetch(cached, key, program, folder) if cached and key else None
+    if kept is not None:
+        return ProgramBuild(ok=True, program=program, log=kept,
+                            diagnostics=parse_gnu_output(kept, user_files=user_files).diagnostics,
+                            seconds=round(time.monotonic() - started, 2))
     readable = [folder, *library.readable(), *([twin.parent] if twin is not None else [])]
     returncode, log = _compile(argv, out_dir, readable, timeout_s)
     ok = returncode == 0 and program.is_file()
+    if ok and cached is not None and key is not None:
+        program_cache.store(cached, key, program, log, folder)
     report = parse_gnu_output(log, user_files=user_files)
     unsupported = unsupported_names(log) if not ok else []
     if unsupported:
@@ -123,6 +136,11 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     return ProgramBuild(ok=ok, program=program if ok else None, diagnostics=report.diagnostics,
                         log=log, unsupported=unsupported,
                         seconds=round(time.monotonic() - started, 2))
+
+
+def _kept_programs(library_root: Path) -> Path:
+    """Kept programs, beside the library they were linked with."""
+    return library_root.parent / f"{library_root.name}-programs"
 
 
 def _compile(argv: list[str], cwd: Path, readable: list[Path], timeout_s: float
