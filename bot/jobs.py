@@ -39,6 +39,7 @@ from bot.generation_step import GenerationCancelled, generate_without_credential
 from bot.identity import BOT_LOGIN_VARIABLE, Identities
 from bot.issue_form import FormError, op_name_from_body, spec_from_issue
 from bot.job_settings import JobControl, JobOutcome, JobSettings, NoJobControl, SpendLedger
+from bot.perf.untrusted import md_cell
 from bot.policy import REPOSITORY_POLICY_PATH, Policy, PolicyError, repository_policy
 from bot.publish import (
     BOT_EMAIL,
@@ -321,9 +322,11 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
         lines += [f"Closes #{issue}.", ""]
     if spec.description:
         lines += [spec.description, ""]
-    lines += [f"Verified **{result.status}** on {result.device} in {outcome.attempts} "
+    # The device is the worker's word (no length cap): one inert line, never raw markdown.
+    device = md_cell(result.device)
+    lines += [f"Verified **{result.status}** on {device} in {outcome.attempts} "
               f"attempt(s). Files: `ops/{spec.name}/`.", ""]
-    lines += [f"Backend: {', '.join(outcome.backend_names)}. Toolchain: {result.device}. "
+    lines += [f"Backend: {', '.join(outcome.backend_names)}. Toolchain: {device}. "
               f"{_model_line(outcome, policy)}"]
     link = run_url()
     if link:
@@ -335,7 +338,7 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
         lines += [f"Backends side by side (PERF.md compares them); recommended: "
                   f"**{outcome.recommended or 'none timed'}**.", ""]
         lines += [f"- {get_backend(item.backend).title}: **{item.status}** "
-                  f"({item.stopped_because})" for item in outcome.backends]
+                  f"({md_cell(item.stopped_because, 300)})" for item in outcome.backends]
         lines += [""]
     lines += ["### Verification", ""]
     lines += case_table(result.cases)
@@ -343,7 +346,7 @@ def pull_request_body(spec: OpSpec, outcome: GenerateOutcome, *, head_sha: str,
         peaks = policy.perf.peak_overrides() if policy is not None else None
         lines += ["", "### Performance", "", *timing_table(result.timing, peaks)]
     if outcome.notes:
-        lines += ["", *[f"> {note}" for note in outcome.notes]]
+        lines += ["", *[f"> {md_cell(note, 500)}" for note in outcome.notes]]
     lines += ["", f"Comment `{REGEN_HELP.usage}` to regenerate (`/help` lists every command); "
               "review comments and failed CI on this pull request become feedback for the "
               "next iteration."]

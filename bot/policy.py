@@ -265,16 +265,28 @@ def _from_document(document: Mapping[str, Any],
         perf=_perf_policy(document.get("perf") or {}))
 
 
+def _perf_number(value: Any, field: str) -> float:
+    """A perf figure as a float; an integer too large for a float (400 digits) is a
+    PolicyError naming the field, not an OverflowError traceback."""
+    try:
+        return float(value)
+    except (OverflowError, ValueError, TypeError):
+        raise PolicyError(f"{field}: expected a number (an integer or a decimal such as "
+                          f"1.5e3) that fits a float, not {str(value)[:40]!r}") from None
+
+
 def _perf_policy(perf: Mapping[str, Any]) -> PerfPolicy:
     peaks = tuple(
         (str(name), PeakSetting(
             memory_gbps=None if entry.get("memory_gbps") is None
-            else float(entry["memory_gbps"]),
-            tflops=tuple(sorted((str(dtype), float(value))
-                                for dtype, value in (entry.get("tflops") or {}).items())),
+            else _perf_number(entry["memory_gbps"], f"perf.peaks.{name}.memory_gbps"),
+            tflops=tuple(sorted(
+                (str(dtype), _perf_number(value, f"perf.peaks.{name}.tflops.{dtype}"))
+                for dtype, value in (entry.get("tflops") or {}).items())),
             source=str(entry.get("source") or "")))
         for name, entry in (perf.get("peaks") or {}).items())
-    return PerfPolicy(max_spread=float(perf.get("max_spread", DEFAULT_MAX_SPREAD)),
+    return PerfPolicy(max_spread=_perf_number(perf.get("max_spread", DEFAULT_MAX_SPREAD),
+                                              "perf.max_spread"),
                       peaks=peaks)
 
 

@@ -118,6 +118,16 @@ def _package_root() -> Path:
     return Path(runners.__file__).resolve().parent.parent
 
 
+class TreeGrownError(PeerClosedError):
+    """A watched worker's process tree grew past the limit. It carries that worker's child:
+    the watchdog runs while the judge waits on either worker, and the one waited on is not
+    necessarily the one that forked (a candidate's fork bomb must not be the reference's)."""
+
+    def __init__(self, reason: str, child: IsolatedChild | WarmChild) -> None:
+        super().__init__(reason)
+        self.child = child
+
+
 @dataclass
 class Worker:
     """One sandboxed worker and its channel; `role` names it in failures."""
@@ -141,7 +151,7 @@ class Worker:
         for child in self.watch:
             reason = child.check_tree()
             if reason is not None:
-                raise PeerClosedError(reason)
+                raise TreeGrownError(reason, child)
 
     def close(self) -> ProcessOutcome:
         return self.child.finish()
@@ -489,6 +499,8 @@ class Judge:
             raise self._stop(worker, exc, str(header.get("kind"))) from None
 
     def _stop(self, worker: Worker, exc: WireError, stage: str) -> JudgeStop:
+        if isinstance(exc, TreeGrownError):
+            worker = self._owner(exc.child, worker)  # who forked, not who was waited on
         case = str(self.in_flight[0]["name"]) if self.in_flight and worker is self.candidate \
             else None
         if isinstance(exc, DeadlineError):
@@ -499,6 +511,13 @@ class Judge:
         check = "reference" if worker.role == "reference" else "crash"
         return JudgeStop(Failure(check=check, message=f"{who}'s worker sent a malformed "
                                  f"answer during {stage}: {exc}"))
+
+    def _owner(self, child: IsolatedChild | WarmChild, waited: Worker) -> Worker:
+        """The worker whose process is `child` (the one waited on when neither is)."""
+        for worker in (self.candidate, self.reference):
+            if worker.child is child:
+                return worker
+        return waited
 
     def _candidate_failure(self, answer: Message, stage: str, case: str | None = None
                            ) -> Failure:

@@ -39,6 +39,7 @@ import ctypes
 import importlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -77,6 +78,7 @@ SERVER_ROLES = (*ROLES, GENERATOR)
 # What a generator child runs: a module's `main()`, by name (runners never imports bot).
 _GENERATOR_ENTRY = ("bot.agent.offline.__main__", "main")
 _SANDBOX_TMP = Path("/tmp")  # noqa: S108 - the sandbox's /tmp: the server's spool
+_SERVER_INDUCTOR_CACHE = "/dev/shm/opbot-warm-server-inductor"  # noqa: S108 - the sandbox's
 _MAX_CONTROL_BYTES = 1 << 20
 _MAX_FDS = 8
 _HELLO_TIMEOUT_S = 15.0  # a fork and a few system calls; a stopped server misses it
@@ -225,7 +227,10 @@ class WarmServer:
             self.process: IsolatedChild = start_isolated(
                 [python, "-m", "runners.warm", role, str(theirs.fileno())],
                 cwd=self.spool, env=sandbox_environment(_SANDBOX_TMP, {
-                    "PYTHONPATH": str(_package_root())}),
+                    "PYTHONPATH": str(_package_root()),
+                    # What torch's import caches goes to the sandbox's own /dev/shm (wiped
+                    # after every child), not into the spool the judge stages and empties.
+                    "TORCHINDUCTOR_CACHE_DIR": _SERVER_INDUCTOR_CACHE}),
                 log_path=self.root / "server.log", policy=policy,
                 readable=[_package_root()], pass_fds=[theirs.fileno()], work_as_tmp=True)
         except BaseException:
@@ -260,7 +265,8 @@ class WarmServer:
         inside = _SANDBOX_TMP / workdir_name
         (self.spool / workdir_name).mkdir(mode=0o700)
         env = sandbox_environment(inside, {"PYTHONPATH": str(_package_root()),
-                                           "TMPDIR": str(inside)})
+                                           "TMPDIR": str(inside),
+                                           "TORCHINDUCTOR_CACHE_DIR": str(inside / ".inductor")})
         to_child, from_judge = os.pipe()
         from_child, to_judge = os.pipe()
         log_fd = open_log(log_path)
@@ -272,6 +278,9 @@ class WarmServer:
                                   "env": env, "policy": self.policy.to_json(),
                                   "cgroup": cgroup is not None}, given)
             message, _, pid = self._receive_within(_HELLO_TIMEOUT_S)
+            if message.get("op") == "refused":
+                raise WarmUnavailableError(f"the {self.role} server refused to fork: "
+                                           f"{str(message.get('why'))[:200]}")
             if message.get("op") != "child" or pid is None:
                 raise WarmUnavailableError(f"the {self.role} server answered "
                                            f"{str(message)[:100]} to a spawn")
@@ -600,6 +609,69 @@ def _warm_up_estimate() -> None:
         scaling.plan_for_reference(module, [], [])
 
 
+# Every resource limit this platform has: a child may lower any of its server's.
+_RLIMIT_NAMES = {getattr(resource, name): name for name in sorted(dir(resource))
+                 if name.startswith("RLIMIT_")}
+_RLIMITS = tuple(sorted(_RLIMIT_NAMES))
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """What a child of the same uid can lower of its server (prlimit, setpriority,
+    sched_setaffinity on os.getppid(): no capability needed to lower), and every later fork
+    would inherit: an honest candidate's MemoryError, slow timings. The server, holding no
+    capability, cannot raise most of it back."""
+
+    limits: tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
+    nice: int
+    affinity: frozenset[int]
+    oom_score_adj: str
+
+    @classmethod
+    def now(cls) -> _Standing:
+        return cls(limits=tuple((which, *resource.getrlimit(which)) for which in _RLIMITS),
+                   nice=os.getpriority(os.PRIO_PROCESS, 0),
+                   affinity=frozenset(os.sched_getaffinity(0)),
+                   oom_score_adj=_read_oom_score_adj())
+
+
+def _read_oom_score_adj() -> str:
+    try:
+        return Path("/proc/self/oom_score_adj").read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+def _restore(original: _Standing) -> str | None:
+    """Put back what a child changed of this server's standing that it can put back (its
+    CPU affinity); None when all is as at the start, else what stays changed (the server
+    then refuses to fork: the judge restarts it and that verification runs cold)."""
+    current = _Standing.now()
+    if current.affinity != original.affinity:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, original.affinity)
+    current = _Standing.now()
+    changed = [f"{_RLIMIT_NAMES[which]} {was[0]}/{was[1]} -> {soft}/{hard}"
+               for (which, soft, hard), (_, *was) in zip(current.limits, original.limits,
+                                                         strict=True) if [soft, hard] != was]
+    if current.nice != original.nice:
+        changed.append(f"niceness {original.nice} -> {current.nice}")
+    if current.affinity != original.affinity:
+        changed.append("CPU affinity")
+    if current.oom_score_adj != original.oom_score_adj:
+        changed.append("oom_score_adj")
+    return "; ".join(changed) or None
+
+
+def _changed_standing(original: _Standing) -> str | None:
+    """`_restore`, where failing to even look (a lowered RLIMIT_AS: MemoryError) is a
+    change too."""
+    try:
+        return _restore(original)
+    except (MemoryError, OSError) as exc:
+        return f"cannot check its limits ({type(exc).__name__})"
+
+
 def _other_pids() -> list[int]:
     own = {1, os.getpid()}  # bwrap's init, this server
     names = [entry.name for entry in Path("/proc").iterdir()]
@@ -650,6 +722,16 @@ def _wipe_dev(before: frozenset[str]) -> None:
             remove_tree(Path("/dev") / name)
 
 
+def _as_own_folder(cwd: str) -> None:
+    """What the server resolved at its start, resolved again for the child's own folder, as a
+    cold `python -m` run in it would: the import path's first entry (the server's was the
+    spool, the sandbox's /tmp) and tempfile's cached folder (TMPDIR changed)."""
+    if sys.path:
+        sys.path[0] = cwd
+    importlib.invalidate_caches()
+    tempfile.tempdir = None
+
+
 def _become_child(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: confine, take the channel, be the worker. Never returns."""
     code = 70
@@ -670,6 +752,7 @@ def _become_child(sock: socket.socket, request: dict[str, Any], fds: list[int]) 
         os.chdir(str(request["cwd"]))
         os.environ.clear()
         os.environ.update({str(key): str(value) for key, value in request["env"].items()})
+        _as_own_folder(str(request["cwd"]))
         role = str(request["role"])
         if role == GENERATOR:
             module, function = _GENERATOR_ENTRY
@@ -698,6 +781,7 @@ def serve(role: str, control_fd: int) -> int:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     sock = socket.socket(fileno=control_fd)
     _preimport(role)
+    standing = _Standing.now()  # as it starts serving: every fork must inherit this
     dev_before = frozenset(entry.name for entry in Path("/dev").iterdir())
     sock.send(json.dumps({"op": "ready"}).encode())
     child: int | None = None
@@ -708,6 +792,11 @@ def serve(role: str, control_fd: int) -> int:
             return 0
         if message.get("op") == "spawn" and message.get("role") == role and len(fds) >= 3:
             _kill_all_children(child)  # never two children at once
+            changed = _changed_standing(standing)
+            if changed is not None:  # a child lowered what every later one would inherit
+                with contextlib.suppress(OSError):
+                    sock.send(json.dumps({"op": "refused", "why": changed}).encode())
+                return 1
             child = os.fork()
             if child == 0:
                 _become_child(sock, message, fds)

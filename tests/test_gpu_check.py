@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -344,3 +345,18 @@ def test_the_script_stops_at_once_without_cuda(tmp_path: Path) -> None:
     assert time.monotonic() - started < 60  # seconds here; generous for a busy machine
     assert not (tmp_path / "venv").exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_prepare_wheels_quotes_the_folder_it_suggests(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """A folder with a space or `;` must come back as one shell word, not a command."""
+    folder = tmp_path / "my wheels; touch pwned"
+
+    def download(command: Sequence[str], timeout_s: float, env: Mapping[str, str]
+                 ) -> CommandResult:
+        return CommandResult(0, "", "", 1.0)
+
+    prepare_wheels(folder, download)
+    suggestion = capsys.readouterr().out.rsplit("scripts/gpu-check --wheels ", 1)[1].strip()
+    assert shlex.split(suggestion) == [str(folder)]

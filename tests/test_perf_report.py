@@ -5,6 +5,7 @@ for a CPU interpreter run; the `roofline` key of `opbot generate --json`; the po
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from bot.agent.outcome import GenerateOutcome
 from bot.agent.report import INTERPRETER_NOTE, PerfSection, perf_markdown, recommended
 from bot.perf.peaks import DevicePeaks
 from bot.policy import PolicyError, default_policy, load_policy, repository_policy
-from runners.base import CaseResult, Timing, VerifyResult
+from runners.base import CaseResult, TimedCase, Timing, VerifyResult
 
 FIXTURE = Path(__file__).parent / "data" / "perf" / "h100_matmul_fp16.json"
 
@@ -133,7 +134,7 @@ def test_json_roofline_on_a_device() -> None:
     assert roof["peak_source"].startswith("NVIDIA H100 SXM5 80GB: ")
     first = roof["rows"][0]
     assert set(first) == {"case", "gbps", "tflops", "intensity", "bound", "percent_of_peak",
-                          "speedup_eager", "speedup_compile"}
+                          "speedup_eager", "speedup_compile", "implausible", "flagged"}
     assert first["case"] == "perf"
     assert first["bound"] == "compute"
     assert first["percent_of_peak"] == pytest.approx(64.60, abs=0.01)
@@ -226,3 +227,130 @@ def test_the_policys_peaks_reach_the_pull_request_body() -> None:
                                                         issue=None, policy=None)
     assert "NVIDIA H100 Tensor Core GPU datasheet" in pull_request_body(
         spec, outcome, head_sha="0" * 40, issue=None, policy=None)
+
+
+# -- untrusted text, implausible timings, non-finite numbers (attack16) ---------------------
+
+# What a hostile reference worker or candidate could answer: a fence, raw HTML, a mention,
+# an issue link, table pipes and an unclosed HTML comment.
+EVIL = "x\n```\n</details><img src=x onerror=alert(1)> @octocat #1 | col |\n<!-- "
+
+
+def _timed_case(name: str = "perf", candidate_ms: float = 1.0, eager_ms: float = 2.0,
+                dtypes: tuple[str, ...] = ("torch.float32",), bytes_moved: int = 1 << 26,
+                flops: int = 1 << 20) -> TimedCase:
+    shapes = [[4096, 4096]]
+    return TimedCase(name=name, input_shapes=shapes, input_dtypes=list(dtypes),
+                     output_shapes=shapes, output_dtypes=list(dtypes),
+                     candidate_ms=candidate_ms, eager_ms=eager_ms, compile_ms=None,
+                     spread=0.01, bytes_moved=bytes_moved, flops=flops)
+
+
+def _timed_result(rows: list[TimedCase], device: str = "cuda:0",
+                  name: str = "NVIDIA H100 80GB HBM3", clock: str = "clocks ok",
+                  cases: list[CaseResult] | None = None,
+                  warnings: tuple[str, ...] = ()) -> VerifyResult:
+    first = rows[0]
+    timing = Timing(device=device, shapes=[[4096, 4096]], trials=100,
+                    candidate_ms=first.candidate_ms, candidate_min_ms=first.candidate_ms,
+                    candidate_max_ms=first.candidate_ms, reference_ms=first.eager_ms,
+                    speedup=first.eager_ms / first.candidate_ms, method="do_bench",
+                    warmup=10, spread=0.01, device_name=name, clock_note=clock, rows=rows)
+    main = CaseResult("main", [[4096, 4096]], ["float32"], 1, True, 0.0, 0.0)
+    return VerifyResult(status="passed", reasons=[], cases=cases or [main], stages=[],
+                        device=device, warnings=list(warnings), timing=timing, seed=1)
+
+
+def _hostile_result() -> VerifyResult:
+    return _timed_result([_timed_case(name=EVIL, dtypes=(EVIL[:40],))],
+                         device="cuda:0" + EVIL, name="H100" + EVIL, clock=EVIL,
+                         cases=[CaseResult(EVIL, [[1]], [EVIL], 1, True)], warnings=(EVIL,))
+
+
+def _assert_inert(text: str) -> None:
+    """No raw HTML, comment opener, mention or fence from EVIL, and every table row keeps
+    its columns (an unescaped | would add one)."""
+    assert not re.search(r"(?<!\\)<(img|/details|!--)", text)  # \< is a literal <
+    assert "@octocat" not in text
+    fences = [line for line in text.splitlines() if line.startswith("```")]
+    assert all(line in {"```mermaid", "```", "```sh"} for line in fences)
+    assert len(fences) % 2 == 0
+    table: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        widths = {len(re.findall(r"(?<!\\)\|", row)) for row in table}
+        assert len(widths) <= 1, table
+        table = []
+
+
+def test_hostile_worker_text_stays_inert_in_perf_md() -> None:
+    text = perf_markdown("op", [_section(_hostile_result())])
+    _assert_inert(text)
+    assert "\uff20octocat" in text  # still readable, just not a mention
+    assert max(len(line) for line in text.splitlines()) < 2000
+
+
+def test_hostile_worker_text_stays_inert_in_the_pull_request_body() -> None:
+    from bot.jobs import pull_request_body
+    from bot.spec import load_spec
+
+    spec = load_spec(Path(__file__).parent.parent / "examples" / "ops" / "relu" / "op.yaml")
+    outcome = GenerateOutcome(op="relu", status="passed", attempts=1, backend="triton",
+                              out=None, verification=_hostile_result(), notes=[EVIL])
+    body = pull_request_body(spec, outcome, head_sha="0" * 40, issue=3)
+    marker, rest = body.split("\n", 1)
+    assert marker.startswith("<!-- ")
+    assert marker.endswith(" -->")
+    _assert_inert(rest)
+
+
+def test_a_device_name_without_a_length_cap_is_cut() -> None:
+    result = _timed_result([_timed_case()], name="H" * 100_000)
+    text = perf_markdown("op", [_section(result)])
+    assert "H" * 400 not in text
+    assert max(len(line) for line in text.splitlines()) < 2000
+
+
+def test_above_the_peak_is_flagged_in_perf_md_and_json() -> None:
+    liar = _timed_result([_timed_case(candidate_ms=1e-4, bytes_moved=1 << 30, flops=0),
+                          _timed_case(name="honest")])
+    text = perf_markdown("op", [_section(liar)])
+    (row,) = [line for line in text.splitlines() if line.startswith("| perf |")]
+    assert "implausible: above the device's peak; check the timing" in row
+    assert "flagged for human review" in row
+    assert "**Flagged for human review**: perf ran above" in text
+    (honest,) = [line for line in text.splitlines() if line.startswith("| honest |")]
+    assert "implausible" not in honest
+    assert "flagged" not in honest
+    rows = _outcome(liar).to_json()["roofline"]["rows"]
+    assert [row["implausible"] for row in rows] == [True, False]
+    assert [row["flagged"] for row in rows] == [True, False]
+
+
+def test_a_speedup_over_ten_is_flagged_without_a_peak() -> None:
+    fast = _timed_result([_timed_case(candidate_ms=0.1, eager_ms=5.0)], name="Unknown GPU")
+    text = perf_markdown("op", [_section(fast)])
+    (row,) = [line for line in text.splitlines() if line.startswith("| perf |")]
+    assert "50.00x (**flagged for human review**)" in row
+
+
+def test_an_int8_kernel_is_not_held_to_a_float_peak() -> None:
+    int8 = _timed_result([_timed_case(dtypes=("torch.int8",), bytes_moved=1 << 20,
+                                      flops=2 * 4096**3, candidate_ms=0.01, eager_ms=0.02)])
+    text = perf_markdown("op", [_section(int8)])
+    (row,) = [line for line in text.splitlines() if line.startswith("| perf |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == "int8"
+    assert cells[10] == "-"
+    assert "TF32" not in text
+
+
+def test_to_json_writes_no_nan_or_infinity() -> None:
+    rows = [_timed_case(eager_ms=float("nan")), _timed_case(name="b", eager_ms=float("inf"))]
+    result = _timed_result(rows)
+    assert result.timing is not None
+    result = replace(result, timing=replace(result.timing, reference_ms=float("nan")))
+    text = json.dumps(_outcome(result).to_json(), allow_nan=False)
+    assert json.loads(text)["perf"]["reference_ms"] is None

@@ -321,3 +321,21 @@ def test_every_chart_number_parses_as_a_plain_decimal() -> None:
             values = line.strip()[5:-1].split(", ")
             assert all(re.fullmatch(r"\d+(\.\d+)?", value) for value in values)
             assert all(math.isfinite(float(value)) for value in values)
+
+
+def test_the_chart_stays_valid_for_times_near_the_float_limit() -> None:
+    """1e308 ms once made the axis `--> inf` and 300-digit bars; such times are not drawn."""
+    lines = mermaid_chart("t", [ChartBar("a", 1e308, 1e308, 1.7e308), ChartBar("b", 1.0, 2.0,
+                                                                               None)])
+    axis = next(line for line in lines if "y-axis" in line)
+    assert "inf" not in axis
+    assert float(axis.rsplit(" ", 1)[1]) == pytest.approx(2.2)
+    assert max(len(line) for line in lines) < 200
+    assert mermaid_chart("t", [ChartBar("a", 1e308, float("nan"), 5e-324)]) == []
+
+
+def test_a_400_digit_peak_is_a_policy_error_naming_the_field() -> None:
+    from bot.policy import PolicyError, load_policy
+
+    with pytest.raises(PolicyError, match=r"perf\.peaks\.H100\.memory_gbps: expected a number"):
+        load_policy("perf:\n  peaks:\n    H100: {memory_gbps: 1" + "0" * 400 + "}\n")

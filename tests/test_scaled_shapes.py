@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from runners.base import CaseSpec, InputCase
+from runners.harness import inputs as case_inputs
 from runners.harness import scaling
 from runners.harness.loading import load_module
 from runners.harness.reference_worker import ReferenceJob, ReferenceSession, StopVerification
@@ -25,6 +26,8 @@ LEVEL1 = DATA / "kernelbench_level1"
 SQUARE_MATMUL = LEVEL1 / "1_Square_matrix_multiplication_.py"
 RELU = LEVEL1 / "19_ReLU.py"
 UNSCALABLE = LEVEL1 / "unscalable_fixed_sizes.py"
+RMS_NORM = LEVEL1 / "36_RMSNorm_.py"
+GATHER = LEVEL1 / "gather_rows_int_indices.py"
 
 
 def _module(path: Path) -> ModuleType:
@@ -144,6 +147,102 @@ def test_rms_norm_scales_its_feature_count_with_the_channel_dim() -> None:
     assert plan.init_after == [shape[1]]
 
 
+@pytest.mark.parametrize("reference", ["36_RMSNorm_.py", "40_LayerNorm.py"])
+def test_sizes_that_differ_stay_different_in_order_and_parity(reference: str) -> None:
+    """112x64x512x512 once became 16x16x64x64: a kernel reading the batch from the feature
+    dim passed."""
+    plan = _plan(LEVEL1 / reference)
+    assert plan is not None
+    pairs = {(a, b) for before, after in zip(plan.shapes_before, plan.shapes_after, strict=True)
+             for a, b in zip(before, after, strict=True)}
+    assert len({a for a, _ in pairs}) == len({b for _, b in pairs}) == len(pairs)
+    for a, b in pairs:
+        assert b % 2 == a % 2
+        assert all((a < c) == (b < d) for c, d in pairs)
+
+
+def test_tail_shapes_keep_different_sizes_different() -> None:
+    derived = case_inputs.derive_shapes([[18, 16, 64, 64]], 4)
+    assert derived[0][0] != derived[0][1]
+    assert derived[0][0] > derived[0][1]
+    assert derived[0][2] == derived[0][3]  # equal sizes stay equal
+    assert all(size % 2 == 1 for size in derived[0])
+
+
+def test_a_module_constant_that_is_no_size_is_kept(tmp_path: Path) -> None:
+    """`heads = 32` is not one of the input's sizes: scaling it would change what the
+    reference computes (softmax over 8 head dims, not 128)."""
+    path = _written(tmp_path, "import torch\n\nheads = 32\nbatch = 64\nseq = 4096\n"
+                    "hidden = 4096\n\nclass Model(torch.nn.Module):\n"
+                    "    def forward(self, x):\n        b, s, h = x.shape\n"
+                    "        return x.view(b, s, heads, h // heads).transpose(1, 2).softmax(-1)\n\n"
+                    "def get_inputs():\n    return [torch.randn(batch, seq, hidden)]\n")
+    module = _module(path)
+    plan = _plan(path)
+    assert plan is not None
+    with scaling.patched_constants(module, plan):
+        assert module.heads == 32
+        assert module.batch == plan.size(64) < 64
+
+
+@pytest.mark.parametrize("forward", ["m = x.abs().max().item()\n        return x / (m + 1.0)",
+                                     "return x[x > 0] * 2.0"], ids=["item", "nonzero"])
+def test_a_big_reference_that_needs_real_data_is_refused_at_once(tmp_path: Path,
+                                                                 forward: str) -> None:
+    path = _written(tmp_path, "import torch\n\nclass Model(torch.nn.Module):\n"
+                    f"    def forward(self, x):\n        {forward}\n\n"
+                    "def get_inputs():\n    return [torch.randn(4096, 393216)]\n")
+    started = time.monotonic()
+    with pytest.raises(scaling.UnscalableError, match="cannot scale: forward needs real data"):
+        scaling.plan_for_reference(_module(path), [], [])
+    assert time.monotonic() - started < 10
+    session = _session(path)
+    with pytest.raises(StopVerification) as caught:
+        session.load()
+    assert "run on a device for the real sizes" in caught.value.failure.message
+
+
+def test_a_small_reference_that_needs_real_data_runs_as_it_is(tmp_path: Path) -> None:
+    path = _written(tmp_path, "import torch\n\nclass Model(torch.nn.Module):\n"
+                    "    def forward(self, x):\n        return x[x > 0]\n\n"
+                    "def get_inputs():\n    return [torch.randn(64, 64)]\n")
+    assert scaling.plan_for_reference(_module(path), [], []) is None
+
+
+def test_literal_integer_indices_keep_spanning_the_scaled_table() -> None:
+    """randint(0, 65536) for a 65536-row table was drawn as 0/1 at scaled sizes, so a kernel
+    that only blends rows 0 and 1 passed."""
+    session = _session(GATHER)
+    session.load()
+    main = next(case for case in session.prepare() if case.name == "main")
+    table, index = main.inputs
+    assert index.dtype == torch.int64
+    assert table.shape[0] // 2 < int(index.max()) < table.shape[0]
+    assert len(torch.unique(index)) > index.numel() // 2
+
+
+def test_arange_positions_are_replayed_at_the_scaled_size(tmp_path: Path) -> None:
+    path = _written(tmp_path, "import torch\n\nclass Model(torch.nn.Module):\n"
+                    "    def forward(self, x, table, pos):\n        return x + table[pos]\n\n"
+                    "def get_inputs():\n    return [torch.randn(8192, 4096), "
+                    "torch.randn(8192, 4096), torch.arange(8192)]\n")
+    plan = _plan(path)
+    assert plan is not None
+    x, _, pos = scaling.scaled_inputs(plan, _module(path).get_inputs, torch.Generator())
+    assert torch.equal(pos, torch.arange(x.shape[0]))
+
+
+def test_integer_inputs_that_cannot_be_replayed_are_refused(tmp_path: Path) -> None:
+    path = _written(tmp_path, "import torch\n\nclass Model(torch.nn.Module):\n"
+                    "    def forward(self, t, i):\n        return t[i]\n\n"
+                    "def get_inputs():\n    return [torch.randn(65536, 1024), "
+                    "torch.full((262144,), 7)]\n")
+    plan = _plan(path)
+    assert plan is not None
+    with pytest.raises(scaling.UnscalableError, match="cannot scale: get_inputs"):
+        scaling.scaled_inputs(plan, _module(path).get_inputs, torch.Generator())
+
+
 def test_module_constants_read_by_forward_are_scaled_with_the_inputs(tmp_path: Path) -> None:
     path = _written(tmp_path, "import torch\n\nrows = 4096\ncols = 65536\n\n"
                     "class Model(torch.nn.Module):\n    def forward(self, x):\n"
@@ -222,8 +321,8 @@ def test_the_worker_scales_a_specs_cases_and_the_models_init_args() -> None:
     [prepared, *_] = session.prepare()
     [shape] = prepared.shapes()
     assert shape[0] == 16
-    assert shape[1:] == [16, 64, 64]
-    assert session.model.ln.normalized_shape == (16, 64, 64)
+    assert shape[1:] == [18, 64, 64]  # 64 != 16 before, so not after either
+    assert session.model.ln.normalized_shape == (18, 64, 64)
     assert session.inferred is not None
     assert session.inferred["init_args"] == [[64, 256, 256]]
 
@@ -311,3 +410,14 @@ def test_scaled_shapes_still_catch_a_missing_tail_mask() -> None:
     assert run.code == 1, run.stderr[-2000:]
     failed = {reason["case"] for reason in run.json()["reasons"] if reason["check"] == "values"}
     assert "tail-1" in failed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("reference", "candidate"), [
+    (RMS_NORM, LEVEL1 / "36_RMSNorm__bad_batch_from_features.py"),
+    (GATHER, LEVEL1 / "gather_rows__bad_blends_rows_0_and_1.py")], ids=["rms-norm", "gather"])
+def test_scaled_shapes_still_catch_a_kernel_wrong_at_the_real_sizes(reference: Path,
+                                                                      candidate: Path) -> None:
+    run = run_opbot("verify", str(reference), str(candidate), "--json", timeout=300)
+    assert run.code == 1, run.stderr[-2000:]
+    assert run.json()["status"] == "failed"

@@ -3,6 +3,7 @@ them with the recommended one. Backend-neutral; `opbot generate --json` prints t
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,18 @@ class TuningRow:
                    kept=bool(data.get("kept", False)))
 
 
+def _json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as None: json.dumps would write NaN/Infinity, which
+    is not JSON, and a worker's timing can be any float."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
+
+
 @dataclass
 class GenerateOutcome:
     op: str
@@ -124,7 +137,8 @@ class GenerateOutcome:
         if self.backends:
             data["backends"] = [item.to_json() for item in self.backends]
             data["recommended"] = self.recommended
-        return data
+        safe: dict[str, Any] = _json_safe(data)
+        return safe
 
     def _roofline_json(self) -> dict[str, Any] | None:
         timing = self.verification.timing if self.verification else None

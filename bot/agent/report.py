@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 from bot.agent.outcome import TuningRow
 from bot.perf.chart import ChartBar, mermaid_chart, safe_label
 from bot.perf.peaks import DevicePeaks
-from bot.perf.roofline import Roofline, RooflineRow, is_interpreter, roofline
+from bot.perf.roofline import (
+    SPEEDUP_FLAG,
+    Roofline,
+    RooflineRow,
+    is_interpreter,
+    roofline,
+)
+from bot.perf.untrusted import md_cell
 from runners.base import CaseResult, TimedCase, Timing, VerifyResult
 
 PeakOverrides = Mapping[str, DevicePeaks]
 INTERPRETER_NOTE = ("No chart or roofline is shown: the CPU interpreter's wall-clock "
                     "timings say nothing about how fast the kernel runs on a device.")
+ABOVE_PEAK = "implausible: above the device's peak; check the timing"
+FLAGGED = "flagged for human review"
 
 
 def _number(value: float | None) -> str:
@@ -33,7 +42,8 @@ def case_table(cases: list[CaseResult]) -> list[str]:
              "|---|---|---|---|---|---|---|"]
     for case in cases:
         verdict = "passed" if case.passed else "FAILED"
-        lines.append(f"| {case.name} | {_shapes(case)} | {', '.join(case.dtypes)} | "
+        lines.append(f"| {md_cell(case.name)} | {_shapes(case)} | "
+                     f"{md_cell(', '.join(case.dtypes))} | "
                      f"{case.seed} | {_number(case.max_abs_err)} | {_number(case.max_rel_err)} "
                      f"| {verdict} |")
     return lines
@@ -49,9 +59,14 @@ def _summary_table(timing: Timing) -> list[str]:
         f"{timing.candidate_max_ms:.3f} |",
         f"| reference (PyTorch eager) | {timing.reference_ms:.3f} | | |",
         "",
-        f"Shapes: {shapes}. Trials: {timing.trials}. Device: {timing.device}. "
-        f"Reference / candidate: {timing.speedup:.3g}x.",
+        f"Shapes: {shapes}. Trials: {timing.trials}. Device: {md_cell(timing.device)}. "
+        f"Reference / candidate: {timing.speedup:.3g}x{_speedup_flag(timing.speedup)}.",
     ]
+
+
+def _speedup_flag(speedup: float | None) -> str:
+    """A speedup this large is more likely a broken timing than a kernel: say so in place."""
+    return f" (**{FLAGGED}**)" if speedup is not None and speedup > SPEEDUP_FLAG else ""
 
 
 def timing_table(timing: Timing, peaks: PeakOverrides | None = None) -> list[str]:
@@ -65,12 +80,14 @@ def timing_table(timing: Timing, peaks: PeakOverrides | None = None) -> list[str
 
 def _method_line(timing: Timing) -> str:
     spread = "not measured" if timing.spread is None else f"{timing.spread:.1%}"
-    device = timing.device_name or "unnamed"
-    clocks = timing.clock_note or "clocks and temperature not read"
-    return (f"Measured with {timing.method or 'an unnamed method'}: N={timing.trials} trials "
+    device = md_cell(timing.device_name or "unnamed")
+    clocks = md_cell(timing.clock_note or "clocks and temperature not read", 300)
+    method = md_cell(timing.method or "an unnamed method")
+    return (f"Measured with {method}: N={timing.trials} trials "
             f"after {timing.warmup} warm-up run(s); spread {spread} ((p80 - p20) / median of "
             f"the candidate's samples); re-measured {timing.remeasured} time(s) for a wider "
-            f"spread than the policy allows. Device: {device} ({timing.device}). {clocks}.")
+            f"spread than the policy allows. Device: {device} ({md_cell(timing.device)}). "
+            f"{clocks}.")
 
 
 def _shapes_text(shapes: list[list[int]]) -> str:
@@ -78,11 +95,18 @@ def _shapes_text(shapes: list[list[int]]) -> str:
 
 
 def _speedup(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    if value is None:
+        return "-"
+    # .3g past 10000x: a 24-digit speedup from a 1e-324 ms "timing" stays one short word.
+    shown = f"{value:.2f}x" if value < 1e4 else f"{value:.3g}x"
+    return shown + _speedup_flag(value)
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}%"
+def _percent(row: RooflineRow) -> str:
+    if row.percent_of_peak is None:
+        return "-"
+    shown = f"{row.percent_of_peak:.1f}%"
+    return f"{shown} (**{ABOVE_PEAK}**)" if row.implausible else shown
 
 
 def _rate(value: float | None) -> str:
@@ -91,10 +115,11 @@ def _rate(value: float | None) -> str:
 
 def _shape_row(case: TimedCase, row: RooflineRow) -> str:
     compile_ms = "-" if case.compile_ms is None else f"{case.compile_ms:.4g}"
-    return (f"| {case.name} | {_shapes_text(case.input_shapes)} | {row.dtype} | "
+    return (f"| {md_cell(case.name)} | {_shapes_text(case.input_shapes)} | "
+            f"{md_cell(row.dtype)} | "
             f"{case.candidate_ms:.4g} | {case.eager_ms:.4g} | {compile_ms} | "
             f"{_speedup(row.speedup_eager)} | {_speedup(row.speedup_compile)} | "
-            f"{_rate(row.gbps)} | {_rate(row.tflops)} | {_percent(row.percent_of_peak)} | "
+            f"{_rate(row.gbps)} | {_rate(row.tflops)} | {_percent(row)} | "
             f"{row.bound or '-'} |")
 
 
@@ -103,6 +128,11 @@ def shape_table(timing: Timing, rooflines: list[RooflineRow]) -> list[str]:
              "vs compile | GB/s | TFLOP/s | % of peak | bound |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_shape_row(case, row) for case, row in zip(timing.rows, rooflines, strict=True)]
+    flagged = [md_cell(row.case) for row in rooflines if row.flagged]
+    if flagged:
+        lines += ["", f"**Flagged for human review**: {', '.join(flagged)} ran above the "
+                  f"device's peak or more than {SPEEDUP_FLAG:g}x faster than eager, which "
+                  "is more likely a broken timing than a kernel; check the timing."]
     return lines
 
 
@@ -119,12 +149,12 @@ def _chart_bars(timing: Timing) -> list[ChartBar]:
 
 
 def _peaks_line(found: Roofline) -> str:
-    used = sorted({row.peak_used for row in found.rows if row.peak_used})
+    used = sorted({md_cell(row.peak_used) for row in found.rows if row.peak_used})
     against = f" Percentages are of: {'; '.join(used)}." if used else ""
-    return (f"Peaks: {found.peak_source}.{against} Bytes are the minimum traffic (each input "
-            "read once, each output written once); FLOPs are counted from the reference's "
-            "operations (matmul 2MNK); memory-bound below the ridge point, compute-bound "
-            "above it.")
+    return (f"Peaks: {md_cell(found.peak_source, 300)}.{against} Bytes are the minimum "
+            "traffic (each input read once, each output written once); FLOPs are counted "
+            "from the reference's operations (matmul 2MNK); memory-bound below the ridge "
+            "point, compute-bound above it.")
 
 
 def device_performance(timing: Timing, found: Roofline | None) -> list[str]:
@@ -136,7 +166,7 @@ def device_performance(timing: Timing, found: Roofline | None) -> list[str]:
     else:
         lines += _summary_table(timing)
     if timing.compile_ms is None and timing.compile_note:
-        lines += ["", f"torch.compile: not measured ({timing.compile_note})."]
+        lines += ["", f"torch.compile: not measured ({md_cell(timing.compile_note, 300)})."]
     chart = mermaid_chart(f"{safe_label(timing.device_name or timing.device)} ms per shape",
                           _chart_bars(timing))
     if chart:
@@ -186,7 +216,8 @@ def tuning_table(rows: list[TuningRow]) -> list[str]:
     lines = ["| variant | simulator estimate | verdict | median ms | kept |",
              "|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row.label} | {_number(row.estimate)} | {row.status} | "
+        lines.append(f"| {md_cell(row.label)} | {_number(row.estimate)} | "
+                     f"{md_cell(row.status)} | "
                      f"{_number(row.candidate_ms)} | {'yes' if row.kept else ''} |")
     return lines
 
@@ -194,9 +225,16 @@ def tuning_table(rows: list[TuningRow]) -> list[str]:
 def _verdict_line(section: PerfSection) -> str:
     result = section.result
     verdict = result.status if result else "not verified"
-    device = result.device if result else "none"
+    device = md_cell(result.device) if result else "none"
     return (f"Backend: {section.title}. Generated by: {section.generator}, in "
             f"{section.attempts} attempt(s). Verdict: **{verdict}**. Device: {device}.")
+
+
+def _note_line(note: str) -> str:
+    """A workbench note on one inert line; its own leading `> ` quote survives (the notes
+    carry the worker's device and the harness's words, so the rest is escaped)."""
+    quote = "> " if note.startswith("> ") else ""
+    return quote + md_cell(note.removeprefix(quote), 1000)
 
 
 def _section_body(section: PerfSection, level: str,
@@ -210,10 +248,12 @@ def _section_body(section: PerfSection, level: str,
                   "sizes that are not multiples of any block size check tail handling.", ""]
         lines += case_table(result.cases)
         if result.warnings:
-            lines += ["", "Warnings:", ""] + [f"- {warning}" for warning in result.warnings]
+            lines += ["", "Warnings:", ""] + [f"- {md_cell(warning, 300)}"
+                                              for warning in result.warnings]
         if result.reasons:
             lines += ["", "Failed checks:", ""]
-            lines += [f"- `{reason.check}`: {reason.message}" for reason in result.reasons]
+            lines += [f"- `{md_cell(reason.check)}`: {md_cell(reason.message, 300)}"
+                      for reason in result.reasons]
     lines += ["", f"{level} Performance", ""]
     if result is not None and result.timing is not None:
         lines += timing_table(result.timing, peaks)
@@ -222,7 +262,7 @@ def _section_body(section: PerfSection, level: str,
     if section.tuning:
         lines += ["", f"{level} Tuning", "", *tuning_table(section.tuning)]
     if section.notes:
-        lines += ["", *section.notes]
+        lines += ["", *[_note_line(note) for note in section.notes]]
     return lines
 
 
@@ -230,7 +270,7 @@ def _recommendation(sections: list[PerfSection], best: str | None) -> str:
     if best is None:
         return "No backend was both verified and timed here, so none is recommended."
     timed = _timed(sections)
-    devices = sorted({section.result.device for section in timed if section.result})
+    devices = sorted({md_cell(section.result.device) for section in timed if section.result})
     if len(timed) > 1:
         why = "the faster verified one"
     elif devices[0].startswith("cpu"):
@@ -251,7 +291,7 @@ def comparison_table(sections: list[PerfSection], best: str | None) -> list[str]
         mark = "**recommended**" if section.backend == best else ""
         lines.append(
             f"| {section.title} | {result.status if result else 'not verified'} | "
-            f"{result.device if result else '-'} | "
+            f"{md_cell(result.device) if result else '-'} | "
             f"{_number(timing.candidate_ms if timing else None)} | "
             f"{_number(timing.reference_ms if timing else None)} | "
             f"{_number(timing.speedup if timing else None)} | {mark} |")

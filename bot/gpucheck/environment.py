@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shlex
 import sys
 import urllib.error
 import urllib.request
@@ -263,4 +264,4 @@ def prepare_wheels(folder: Path, run: CommandRunner = run_command) -> None:
     if result.code != 0:
         raise GpuCheckError(f"pip download failed: {tail(result.stderr) or 'timed out'}")
     print(f"wheels for {len(wanted)} requirements (and theirs) in {folder}; on the GPU "
-          f"machine: scripts/gpu-check --wheels {folder}")
+          f"machine: scripts/gpu-check --wheels {shlex.quote(str(folder))}")

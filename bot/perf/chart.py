@@ -43,8 +43,14 @@ def safe_label(text: str, limit: int = MAX_LABEL) -> str:
     return cleaned[:limit].strip() or "case"
 
 
+# Times outside this range (ms) are not drawn: above it the axis overflows to inf and the
+# bars run to 300 digits; below it every bar rounds to 0 at six decimals.
+MIN_MS = 1e-6
+MAX_MS = 1e9
+
+
 def _usable(value: float | None) -> float:
-    return value if value is not None and math.isfinite(value) and value > 0 else 0.0
+    return value if value is not None and MIN_MS <= value <= MAX_MS else 0.0
 
 
 def _decimals(top: float) -> int:

@@ -19,6 +19,9 @@ from runners.base import TimedCase, Timing
 
 Bound = Literal["memory", "compute"]
 
+# A speedup over eager above this is more likely a broken timing than a kernel.
+SPEEDUP_FLAG = 10.0
+
 _DTYPE_LABELS = {"float32": "FP32", "tfloat32": "TF32", "float16": "FP16",
                  "bfloat16": "BF16"}
 
@@ -50,11 +53,24 @@ class RooflineRow:
     speedup_eager: float | None
     speedup_compile: float | None
 
+    @property
+    def implausible(self) -> bool:
+        """Above 100% of the device's peak: no kernel does that, a broken timing does."""
+        return self.percent_of_peak is not None and self.percent_of_peak > 100.0
+
+    @property
+    def flagged(self) -> bool:
+        """For a person to look at: implausible, or over SPEEDUP_FLAG times eager."""
+        return self.implausible or any(
+            speedup is not None and speedup > SPEEDUP_FLAG
+            for speedup in (self.speedup_eager, self.speedup_compile))
+
     def to_json(self) -> dict[str, Any]:
         return {"case": self.case, "gbps": self.gbps, "tflops": self.tflops,
                 "intensity": self.intensity, "bound": self.bound,
                 "percent_of_peak": self.percent_of_peak,
-                "speedup_eager": self.speedup_eager, "speedup_compile": self.speedup_compile}
+                "speedup_eager": self.speedup_eager, "speedup_compile": self.speedup_compile,
+                "implausible": self.implausible, "flagged": self.flagged}
 
 
 @dataclass(frozen=True)
@@ -87,12 +103,14 @@ def is_interpreter(timing: Timing) -> bool:
 
 
 def case_dtype(case: TimedCase) -> str:
-    """The dtype the case computes in: its first floating-point input's (else float32)."""
-    for dtype in [*case.input_dtypes, *case.output_dtypes]:
-        name = dtype.removeprefix("torch.")
+    """The dtype the case computes in: its first floating-point input's; else its first
+    dtype (int8 ...: held to that dtype's peak only where the table has one, never to
+    FP32's or TF32's); float32 when no dtype came back."""
+    names = [dtype.removeprefix("torch.") for dtype in [*case.input_dtypes, *case.output_dtypes]]
+    for name in names:
         if name.startswith(("float", "bfloat")):
             return name
-    return "float32"
+    return names[0] if names else "float32"
 
 
 def flop_peak(peaks: DevicePeaks, dtype: str, achieved_tflops: float | None) -> FlopPeak | None:

@@ -139,18 +139,28 @@ def derive_shapes(shapes: Sequence[Sequence[int]], divisor: int,
     Sizes in `fixed` stay: they are the module's own (in_features, num_features...), tied
     to its parameters or checks, so the reference would reject or mis-read other values.
     """
-    mapping: dict[int, int] = {size: size for size in fixed}
-    result: list[list[int]] = []
-    for shape in shapes:
-        new_shape: list[int] = []
-        for index, size in enumerate(shape):
-            if only_first_dim and index > 0:
-                new_shape.append(size)
-                continue
-            mapping.setdefault(size, _odd_size(size, divisor))
-            new_shape.append(mapping[size])
-        result.append(new_shape)
-    return result
+    mapping = _distinct_odd_sizes(shapes, divisor, only_first_dim, fixed)
+    return [[mapping[size] if not (only_first_dim and index > 0) else size
+             for index, size in enumerate(shape)] for shape in shapes]
+
+
+def _distinct_odd_sizes(shapes: Sequence[Sequence[int]], divisor: int, only_first_dim: bool,
+                        fixed: Collection[int]) -> dict[int, int]:
+    """Each size that changes, mapped to a smaller odd one; sizes that differ stay different
+    and in order (112 and 64 both becoming 17 would let a kernel that swaps them pass),
+    and none lands on a size that stays."""
+    changing = {size for shape in shapes
+                for index, size in enumerate(shape) if not (only_first_dim and index > 0)}
+    too_small = {size for size in changing if _odd_size(size, divisor) == size}
+    staying = ({size for shape in shapes for size in shape} - changing) | set(fixed) | too_small
+    mapping = {size: size for size in changing & staying}
+    previous = 0
+    for size in sorted(changing - staying):
+        target = _odd_size(size, divisor)
+        while target <= previous or target in staying:
+            target += 2  # odd stays odd
+        mapping[size] = previous = target
+    return mapping
 
 
 def integers_in(values: Any) -> set[int]:

@@ -251,6 +251,8 @@ class ReferenceSession:
             torch.manual_seed(seed)
             values = list(get_inputs()) if self.scale_plan is None else scaling.scaled_inputs(
                 self.scale_plan, get_inputs, torch.Generator().manual_seed(seed))
+        except scaling.UnscalableError as exc:  # integer inputs it cannot redraw faithfully
+            raise StopVerification(Failure(check="reference", message=str(exc))) from None
         except Exception as exc:  # noqa: BLE001 - user code
             raise StopVerification(Failure(
                 check="reference",

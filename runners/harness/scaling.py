@@ -17,6 +17,7 @@ answered at once (`UnscalableError`), not after a timeout.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -60,6 +61,29 @@ class Work:
         return {"elements": self.elements, "flops": self.flops}
 
 
+def _distinct_sizes(sizes: frozenset[int], factor: float,
+                    fixed: frozenset[int]) -> dict[int, int]:
+    """Every known size scaled, and sizes that differ before still differ after, in the
+    same order and parity: a kernel that reads the batch from the feature dim must not pass
+    because both became 16. The sizes that stay (small or fixed) are kept out of the way."""
+    return dict(_distinct_sizes_cached(sizes, factor, fixed))
+
+
+@functools.lru_cache(maxsize=256)
+def _distinct_sizes_cached(sizes: frozenset[int], factor: float,
+                           fixed: frozenset[int]) -> tuple[tuple[int, int], ...]:
+    kept = {size for size in sizes if size in fixed or scaled_size(size, factor) == size}
+    mapping = {size: size for size in kept}
+    previous = max((size for size in kept if size <= SMALLEST_SCALED), default=0)
+    for size in sorted(sizes - kept):
+        target = scaled_size(size, factor)
+        while target <= previous or target in kept:
+            target += 1 if (target + 1) % 2 == size % 2 else 2
+        mapping[size] = target
+        previous = target
+    return tuple(sorted(mapping.items()))
+
+
 def scaled_size(size: int, factor: float) -> int:
     """`size` times `factor`, never below SMALLEST_SCALED (nor above `size`), same parity."""
     if size <= SMALLEST_SCALED or factor >= 1:
@@ -76,6 +100,10 @@ class ScalePlan:
 
     factor: float
     fixed: frozenset[int] = frozenset()
+    # The reference's sizes (input dims, init-argument ints): kept distinct when scaled, and
+    # the only module constants rewritten unless `all_constants` (see _constant_variants).
+    sizes: frozenset[int] = frozenset()
+    all_constants: bool = False
     before: Work | None = None
     after: Work | None = None
     shapes_before: list[list[int]] = field(default_factory=list)
@@ -84,7 +112,16 @@ class ScalePlan:
     init_after: list[Any] = field(default_factory=list)
 
     def size(self, size: int) -> int:
-        return size if size in self.fixed else scaled_size(size, self.factor)
+        if size in self.fixed:
+            return size
+        if size in self.sizes:
+            return _distinct_sizes(self.sizes, self.factor, self.fixed)[size]
+        return scaled_size(size, self.factor)
+
+    def rewrites(self, value: Any) -> bool:
+        """Whether a module constant is one of the reference's sizes, hence scaled: an int
+        that is no size (a head count, a vocabulary id) keeps what the reference computes."""
+        return self.all_constants or integers_in(value) <= self.sizes
 
     def shape(self, shape: Sequence[int]) -> list[int]:
         return [self.size(int(dim)) for dim in shape]
@@ -175,7 +212,7 @@ def apply_to_constants(module: ModuleType, plan: ScalePlan) -> dict[str, Any]:
     """Scale the module's size constants in place; the old values, by name."""
     saved: dict[str, Any] = {}
     for name, value in list(vars(module).items()):
-        if name.startswith("__") or not _is_size_constant(value):
+        if name.startswith("__") or not _is_size_constant(value) or not plan.rewrites(value):
             continue
         scaled = plan.value(value)
         if scaled != value:
@@ -207,22 +244,27 @@ def plan_scaling(module: ModuleType, init_args: Sequence[Any],
     UnscalableError when it is past the budget and no plan runs."""
     try:
         before, outputs = estimate(module, init_args, inputs)
-    except Exception:  # noqa: BLE001 - not meta-friendly (.item(), numpy): run it as it is
-        return None
+    except Exception as exc:  # noqa: BLE001 - not meta-friendly (.item(), nonzero)
+        _refuse_if_inputs_too_big(inputs, exc)
+        return None  # small inputs: run it as it is
     if before.within_budget():
         return None
     shapes = [list(value.shape) for value in _tensors(inputs)]
+    sizes = frozenset(dim for shape in shapes for dim in shape) | frozenset(
+        integers_in(list(init_args)))
     first_error = ""
-    for fixed in _fixed_variants(init_args):
+    for fixed, all_constants in _plan_variants(init_args):
         for step in range(1, _FACTOR_STEPS + 1):
-            plan = ScalePlan(factor=0.5 ** (step / 2), fixed=fixed)
+            plan = ScalePlan(factor=0.5 ** (step / 2), fixed=fixed, sizes=sizes,
+                             all_constants=all_constants)
             try:
                 after = _probe(module, plan, init_args, inputs, outputs=outputs)
             except Exception as exc:  # noqa: BLE001 - user code rejecting the scaled sizes
                 first_error = first_error or _first_line(exc)
                 continue
             if after.within_budget() or _smallest(plan, shapes):
-                return ScalePlan(factor=plan.factor, fixed=fixed, before=before, after=after,
+                return ScalePlan(factor=plan.factor, fixed=fixed, sizes=sizes,
+                                 all_constants=all_constants, before=before, after=after,
                                  shapes_before=shapes, shapes_after=[plan.shape(s) for s in shapes],
                                  init_before=list(init_args),
                                  init_after=[plan.value(arg) for arg in init_args])
@@ -265,21 +307,86 @@ def scale_case(case: CaseSpec, plan: ScalePlan) -> CaseSpec:
 def scaled_inputs(plan: ScalePlan, get_inputs: Callable[[], Any],
                   generator: torch.Generator) -> list[Any]:
     """The reference's own get_inputs() at the plan's shapes (its size constants are scaled);
-    when it spells sizes out, inputs drawn at those shapes instead (floats signed normal,
-    integers 0 or 1: its own distribution is unknown)."""
-    with torch.device("meta"):
+    when it spells sizes out, inputs drawn at those shapes instead: floats signed normal,
+    integers by replaying the call that made them (randint's bounds, arange's ends) with
+    its sizes scaled, so indices still span the scaled table rather than collapsing to 0/1.
+    UnscalableError for an integer input made some other way."""
+    with torch.device("meta"), _recorded_factories() as calls:
         meta = list(get_inputs())
     if [list(value.shape) for value in _tensors(meta)] == plan.shapes_after:
         return list(get_inputs())
-    return [_draw(value.dtype, shape, generator) if isinstance(value, torch.Tensor) else value
-            for value, shape in zip(meta, _shapes_per_value(meta, plan.shapes_after),
-                                    strict=True)]
+    return [_draw(plan, value, shape, calls, generator, index=index)
+            if isinstance(value, torch.Tensor) else value
+            for index, (value, shape) in enumerate(
+                zip(meta, _shapes_per_value(meta, plan.shapes_after), strict=True))]
 
 
-def _draw(dtype: torch.dtype, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
-    if dtype.is_floating_point:
-        return torch.randn(tuple(shape), generator=generator).to(dtype)
-    return torch.randint(0, 2, tuple(shape), generator=generator).to(dtype)
+# Integer factories whose calls get_inputs() makes on meta are recorded, to replay scaled.
+_FACTORIES = ("randint", "arange")
+_Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+@contextlib.contextmanager
+def _recorded_factories() -> Iterator[dict[int, _Call]]:
+    """torch.randint / torch.arange calls by the id of the tensor each made (kept alive so
+    an id is not reused)."""
+    calls: dict[int, _Call] = {}
+    made: list[torch.Tensor] = []
+    originals = {name: getattr(torch, name) for name in _FACTORIES}
+
+    def recording(name: str) -> Callable[..., Any]:
+        def factory(*args: Any, **kwargs: Any) -> Any:
+            result = originals[name](*args, **kwargs)
+            made.append(result)
+            calls[id(result)] = (name, args, kwargs)
+            return result
+        return factory
+
+    for name in _FACTORIES:
+        setattr(torch, name, recording(name))
+    try:
+        yield calls
+    finally:
+        for name, original in originals.items():
+            setattr(torch, name, original)
+
+
+def _draw(plan: ScalePlan, value: torch.Tensor, shape: Sequence[int],
+          calls: dict[int, _Call], generator: torch.Generator, *, index: int) -> torch.Tensor:
+    if value.dtype.is_floating_point:
+        return torch.randn(tuple(shape), generator=generator).to(value.dtype)
+    if value.dtype == torch.bool:
+        return torch.randint(0, 2, tuple(shape), generator=generator).to(value.dtype)
+    call = calls.get(id(value))
+    replayed = _replay(plan, call, shape, value.dtype, generator) if call else None
+    if replayed is None or list(replayed.shape) != list(shape):
+        raise UnscalableError(
+            f"cannot scale: get_inputs() spells its sizes out and makes integer input "
+            f"{index} in a way that cannot be replayed at the scaled sizes (only "
+            f"torch.randint and torch.arange can), so its values (indices, counts) would not "
+            "mean what they do at the real sizes; run on a device for the real sizes, or "
+            "make its sizes module constants that get_inputs() reads")
+    return replayed
+
+
+def _replay(plan: ScalePlan, call: _Call, shape: Sequence[int], dtype: torch.dtype,
+            generator: torch.Generator) -> torch.Tensor | None:
+    """The recorded factory call again with its bounds that are sizes scaled like them."""
+    name, args, kwargs = call
+    if name == "arange":
+        bounds = [plan.size(arg) if _is_size(plan, arg) else arg for arg in args]
+        return torch.arange(*bounds, dtype=dtype)
+    ints = [arg for arg in args if isinstance(arg, int) and not isinstance(arg, bool)]
+    ints += [kwargs[key] for key in ("low", "high") if isinstance(kwargs.get(key), int)]
+    if not 1 <= len(ints) <= 2:
+        return None
+    low, high = (0, ints[0]) if len(ints) == 1 else (ints[0], ints[1])
+    low, high = (plan.size(bound) if _is_size(plan, bound) else bound for bound in (low, high))
+    return torch.randint(low, high, tuple(shape), generator=generator).to(dtype)
+
+
+def _is_size(plan: ScalePlan, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value in plan.sizes
 
 
 def _shapes_per_value(values: Sequence[Any], shapes: Sequence[Sequence[int]]) -> list[Any]:
@@ -307,16 +414,32 @@ def _probe(module: ModuleType, plan: ScalePlan, init_args: Sequence[Any],
     return after
 
 
-def _fixed_variants(init_args: Sequence[Any]) -> list[frozenset[int]]:
+def _plan_variants(init_args: Sequence[Any]) -> list[tuple[frozenset[int], bool]]:
     """Scale everything; failing that, keep the init arguments' sizes (a module built for
-    one size whose forward checks it)."""
+    one size whose forward checks it). Module constants: first only those equal to a size;
+    every int one only when the reference does not run otherwise (rows * cols flattened)."""
     fixed = frozenset(size for size in integers_in(list(init_args)) if size > SMALLEST_SCALED)
-    return [frozenset(), fixed] if fixed else [frozenset()]
+    fixed_variants = [frozenset(), fixed] if fixed else [frozenset()]
+    return [(variant, all_constants) for all_constants in (False, True)
+            for variant in fixed_variants]
+
+
+def _refuse_if_inputs_too_big(inputs: Sequence[Any], exc: BaseException) -> None:
+    """A forward that cannot run on meta tensors (.item(), nonzero, shapes from data) runs
+    on real ones: past the budget that is hours or an out-of-memory death blamed on the
+    candidate, so refuse now."""
+    elements = sum(value.numel() for value in _tensors(inputs))
+    if elements > ELEMENT_BUDGET:
+        raise UnscalableError(
+            f"cannot scale: forward needs real data ({_first_line(exc)}), and its inputs "
+            f"alone ({elements:.3g} elements) are past what the CPU interpreter verifies in "
+            f"minutes ({ELEMENT_BUDGET:.3g} elements); run on a device for the real sizes") \
+            from None
 
 
 def _smallest(plan: ScalePlan, shapes: list[list[int]]) -> bool:
     """Whether a smaller factor would change nothing more (every size at its floor)."""
-    finer = ScalePlan(factor=plan.factor / 2, fixed=plan.fixed)
+    finer = ScalePlan(factor=plan.factor / 2, fixed=plan.fixed, sizes=plan.sizes)
     return all(finer.shape(shape) == plan.shape(shape) for shape in shapes)
 
 

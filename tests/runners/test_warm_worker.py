@@ -391,3 +391,73 @@ if planted:
     assert second.status == "generated", second.reason  # an empty folder, no planted file
     assert stopped.status == "error"
     assert "ran past 5 s" in stopped.reason
+
+
+# -- the server's own limits ---------------------------------------------------------------
+
+STANDING_PROBE = """
+import json, os, resource
+server = os.getppid()
+seen = {"as": list(resource.prlimit(server, resource.RLIMIT_AS)),
+        "nofile": list(resource.prlimit(server, resource.RLIMIT_NOFILE)),
+        "nice": os.getpriority(os.PRIO_PROCESS, server),
+        "cpus": sorted(os.sched_getaffinity(server))}
+""" + PROBE_TAIL
+
+LOWER_AFFINITY = """
+import os
+os.sched_setaffinity(os.getppid(), {min(os.sched_getaffinity(os.getppid()))})
+"""
+
+LOWER_EVERYTHING = """
+import contextlib, os, resource
+server = os.getppid()
+vm = 0
+for line in open(f"/proc/{server}/status"):
+    if line.startswith("VmSize:"):
+        vm = int(line.split()[1]) * 1024
+with contextlib.suppress(OSError, ValueError):
+    resource.prlimit(server, resource.RLIMIT_AS, (vm + (8 << 20), vm + (8 << 20)))
+resource.prlimit(server, resource.RLIMIT_NOFILE, (64, 64))
+os.setpriority(os.PRIO_PROCESS, server, 19)
+""" + LOWER_AFFINITY
+
+
+def test_a_lowered_affinity_of_the_server_is_put_back(pool: WarmWorkers,
+                                                      tmp_path: Path) -> None:
+    probe = _hostile(tmp_path, STANDING_PROBE, "probe.py")
+    before = _probe(_warm(pool, probe))
+    _warm(pool, _hostile(tmp_path, LOWER_AFFINITY))
+    assert _probe(_warm(pool, probe)) == before  # forked warm, from the original CPUs
+
+
+def test_lowered_limits_of_the_server_make_it_restart(pool: WarmWorkers,
+                                                      tmp_path: Path) -> None:
+    """A child lowers its server's rlimits, niceness and affinity (no capability needed);
+    the server, unable to raise them back, refuses the next fork: that verification runs
+    cold with a warning, and the next one is forked by a fresh server with the original."""
+    probe = _hostile(tmp_path, STANDING_PROBE, "probe.py")
+    before = _probe(_warm(pool, probe))
+    _warm(pool, _hostile(tmp_path, LOWER_EVERYTHING))
+    honest = run_harness(_request(GOOD), warm=pool)
+    assert honest.status == "passed", honest.reasons
+    assert any("refused to fork" in warning and "ran cold" in warning
+               for warning in honest.warnings), honest.warnings
+    assert _probe(_warm(pool, probe)) == before
+    assert _warm(pool, GOOD).status == "passed"
+
+
+def test_a_warm_child_resolves_paths_in_its_own_folder(pool: WarmWorkers,
+                                                       tmp_path: Path) -> None:
+    """As a cold `python -m` run in its folder: the import path starts there, and temporary
+    files and torch's inductor cache go there, not into the server's spool."""
+    attack = """
+import glob, json, os, sys, tempfile
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+here = os.getcwd()
+seen = {"path0": sys.path[0] == here, "tmp": tempfile.gettempdir() == here,
+        "inductor": cache_dir().startswith(here + "/"),
+        "spool": glob.glob("/tmp/torchinductor_*")}
+""" + PROBE_TAIL
+    seen = _probe(_warm(pool, _hostile(tmp_path, attack)))
+    assert seen == {"path0": True, "tmp": True, "inductor": True, "spool": []}

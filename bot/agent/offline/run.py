@@ -98,24 +98,37 @@ def _run_warm(backend: str, job: OfflineJob, timeout_s: float) -> OfflineResult 
         name = f"generated-{secrets.token_hex(8)}.json"
         envelope = {"result": str(child.inside / name), "backend": backend,
                     "job": job.to_json()}
-        timed_out = _feed_and_wait(child, json.dumps(envelope).encode("utf-8"), deadline)
+        timed_out = _feed_and_wait(child, json.dumps(envelope).encode("utf-8"),
+                                   child.workdir / name, deadline)
         outcome = child.finish(timed_out=timed_out)
         data = read_untrusted(child.workdir / name, _MAX_RESULT_BYTES)
     return _result(data, outcome, timeout_s)
 
 
-def _feed_and_wait(child: warm.WarmChild, envelope: bytes, deadline: float) -> bool:
-    """Hand the child its job on stdin, then wait for it to close its stdout (it exited);
-    True when the deadline came first. What it prints there is read and dropped."""
+def _feed_and_wait(child: warm.WarmChild, envelope: bytes, result: Path,
+                   deadline: float) -> bool:
+    """Hand the child its job on stdin, then wait until its answer is there or it has
+    exited (a process it left behind may hold its stdout open: finish() kills that one);
+    True when the deadline came first. What it prints on stdout is read and dropped."""
     with contextlib.suppress(OSError):
         child.process.stdin.write(envelope)
     with contextlib.suppress(OSError):
         child.process.stdin.close()
-    out = child.process.stdout.fileno()
+    out: int | None = child.process.stdout.fileno()
     while (left := deadline - time.monotonic()) > 0:
-        if child.check_tree() is not None:
+        if child.check_tree() is not None or result.exists() or _exited(child.process.pid):
             return False
-        ready, _, _ = select.select([out], [], [], min(left, 0.2))
-        if ready and not os.read(out, 1 << 16):
-            return False
+        ready, _, _ = select.select([out] if out is not None else [], [], [], min(left, 0.2))
+        if ready and out is not None and not os.read(out, 1 << 16):
+            out = None  # closed: keep polling the answer and the process only
+            time.sleep(0.05)
     return True
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process is gone or a zombie its server has not reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] in (["Z"], ["X"])

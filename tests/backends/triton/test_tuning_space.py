@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from bot.agent.backends.base import BenchContext, Candidate
+from bot.agent.backends.triton import tuning
 from bot.agent.backends.triton.offline import generate_offline
 from bot.agent.backends.triton.tuning import (
     MAX_BLOCK,
@@ -399,3 +401,109 @@ def test_the_workbench_offers_nothing_for_an_autotuned_kernel(tmp_path: Path,
                                                              transcript: Transcript) -> None:
     _, bench = _tuning_loop(tmp_path, transcript, RecordedRunner("cuda", {}), attempts=4)
     assert bench.tuning_variants(bench.adopt({bench.kernel: _AUTOTUNED})) == []
+
+
+# --------------------------------------------------------------------------- hostile layouts
+
+_LONE_CR_DOC = '"""A docstring with a lone\rcarriage return."""\n' + _MODULE_CONSTANT
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    (_LONE_CR_DOC, "a lone \\r inside a string ends a line for the parser"),
+    (_MODULE_CONSTANT.replace("\n", "\r"), "old Mac line endings"),
+    (_MODULE_CONSTANT.replace("\n", "\r\n"), "Windows line endings"),
+])
+def test_line_endings_the_parser_counts_keep_offsets_right(source: str, why: str) -> None:
+    variants = {variant.label: variant for variant in tuning_variants(source)}
+    assert variants["BLOCK_SIZE=2048"].source == \
+        source.replace("BLOCK_SIZE = 1024", "BLOCK_SIZE = 2048"), why
+    assert variants["num_warps=8"].source == source.replace(
+        "BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=8)"), why
+    _assert_valid_space(source, list(variants.values()))
+
+
+def test_a_rewrite_at_wrong_offsets_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defence in depth: with offsets counted the old way (\\n only), the lone \\r shifts
+    every site; the token check drops each variant that changed more than its knobs."""
+    def newlines_only(encoded: bytes) -> list[int]:
+        return [0, *(index + 1 for index, byte in enumerate(encoded) if byte == ord("\n"))]
+
+    # Shifted one line down, the block's site lands inside this comment: still Python.
+    source = _LONE_CR_DOC.replace("\n\n\n@triton.jit",
+                                  "\n# powers of two, as masks assume\n\n@triton.jit")
+    monkeypatch.setattr(tuning, "_line_offsets", newlines_only)
+    variants = tuning_variants(source)
+    for variant in variants:
+        _only_knobs_changed(source, variant.source)
+    monkeypatch.setattr(tuning, "_only_knobs_differ", lambda *_args: True)
+    assert len(tuning_variants(source)) > len(variants)  # what the check dropped
+
+
+def test_the_token_check_allows_knobs_and_nothing_else() -> None:
+    source = _MODULE_CONSTANT
+    original = tuning._tokens(source)
+    assert original is not None
+    knob = tuning._Knob("block", "BLOCK_SIZE", 1024, sites=[tuning._Site(0, 0)])
+    settings = [tuning._Setting(knob, 2048)]
+    assert tuning._only_knobs_differ(
+        original, source.replace("BLOCK_SIZE = 1024", "BLOCK_SIZE = 2048"), settings)
+    for forged in (source.replace("@triton.jit", "@triton2048"),
+                   source.replace("BLOCK_SIZE = 1024", "BLOCK_SIZE = 2048").replace(
+                       "tl.program_id(0)", "tl.program_id(1)"),
+                   source.replace("BLOCK_SIZE = 1024", "BLOCK_SIZE = 2048  # more"),
+                   source):  # nothing changed: the setting's site was not rewritten
+        assert not tuning._only_knobs_differ(original, forged, settings)
+
+
+def test_a_launch_ending_in_a_trailing_comma_still_gets_warps() -> None:
+    source = _MODULE_CONSTANT.replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE,)")
+    variants = {variant.label: variant for variant in tuning_variants(source)}
+    assert variants["num_warps=8"].source == source.replace(
+        "BLOCK_SIZE=BLOCK_SIZE,)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=8,)")
+
+
+_LOOPING = _MODULE_CONSTANT.replace(
+    "    mask = offsets < n\n",
+    "    mask = offsets < n\n    for _ in range(2):\n        tl.load(x_ptr + offsets, mask=mask)\n")
+
+
+@pytest.mark.parametrize(("source", "option"), [
+    (_MODULE_CONSTANT.replace("BLOCK_SIZE=BLOCK_SIZE)",
+                              "BLOCK_SIZE=BLOCK_SIZE, num_warps=" + "9" * 400 + ")"),
+     "num_warps"),
+    (_MODULE_CONSTANT.replace("BLOCK_SIZE=BLOCK_SIZE)", "BLOCK_SIZE=BLOCK_SIZE, num_warps=64)"),
+     "num_warps"),
+    (_LOOPING.replace("BLOCK_SIZE=BLOCK_SIZE)",
+                      "BLOCK_SIZE=BLOCK_SIZE, num_stages=" + "1" * 400 + ")"), "num_stages"),
+])
+def test_absurd_launch_options_are_no_knobs(source: str, option: str) -> None:
+    labels = _labels(source)
+    assert "BLOCK_SIZE=2048" in labels  # the block is still tuned
+    assert not any(option in label for label in labels)
+
+
+def _many_launches(count: int) -> str:
+    launch = ("        copy_kernel[(triton.cdiv(n, BLOCK_SIZE),)]"
+              "(x, out, n, BLOCK_SIZE=BLOCK_SIZE)\n")
+    return _MODULE_CONSTANT.replace(launch, launch * count)
+
+
+def test_reading_asks_each_question_once_per_wrapper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each launch re-walking its wrapper made reading quadratic in the launches."""
+    calls: list[str] = []
+    walk = tuning._stores
+
+    def counted(tree: ast.AST, name: str) -> list[ast.AST]:
+        calls.append(name)
+        return walk(tree, name)
+
+    monkeypatch.setattr(tuning, "_stores", counted)
+    assert "BLOCK_SIZE=2048" in _labels(_many_launches(tuning.MAX_LAUNCHES))
+    assert len(calls) <= 4
+
+
+def test_too_many_launches_or_too_much_source_yield_nothing_fast() -> None:
+    started = time.monotonic()
+    assert tuning_variants(_many_launches(1000)) == []  # took 22 s before the cap
+    assert tuning_variants(_MODULE_CONSTANT + "#" * tuning.MAX_SOURCE_BYTES + "\n") == []
+    assert time.monotonic() - started < 5

@@ -21,12 +21,22 @@ for a kernel with an unmasked load or store (it relies on full blocks), only up 
 block that must cover a whole extent (one the kernel neither steps by nor multiplies a
 program index with), never past `MAX_BLOCK`, and a literal launch keyword only when no
 other literal in the wrapper could be the same number (a grid sized by hand).
+
+Sites are byte offsets from the syntax tree's line numbers, lines ended as the parser ends
+them (\\n, \\r\\n, a lone \\r); a variant whose tokens differ from the draft's anywhere but
+at its knobs is dropped all the same. Absurd literals (a 400-digit `num_warps=`) are no knobs,
+and a module too big or launching too often to examine cheaply gets no variants.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import itertools
 import math
+import re
+import tokenize
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -39,6 +49,14 @@ MAX_VARIANTS = 8  # the loop times at most its tuning budget's first ones
 MIN_BLOCK = 16  # tl.dot's smallest tile side; smaller blocks are kept, never made
 MAX_BLOCK = 1 << 14
 MAX_BLOCK_ELEMENTS = 1 << 16  # one kernel's blocks together: registers, shared memory
+MAX_WARPS = 32  # a CTA holds at most 1024 threads: a bigger literal is no knob to tune
+MAX_STAGES = 8  # past this the pipeline's buffers overflow shared memory anyway
+# Reading is linear in the source, but each variant is rewritten, parsed and tokenized:
+# a module past these bounds is no candidate worth tuning (its variants would cost more
+# than they could save), so it gets none.
+MAX_SOURCE_BYTES = 1 << 17
+MAX_LAUNCHES = 128
+MAX_TRIES_PER_VARIANT = 4  # rewrites tried (duplicates, unparsable) for each one kept
 WARP_CHOICES = (2, 4, 8)
 STAGE_CHOICES = (2, 3, 4)
 DEFAULT_WARPS = 4
@@ -89,8 +107,9 @@ class _Knob:
             steps = (2, 4) if self.grow_only else (2, 0.5, 4, 0.25)
             options = [int(self.current * step) for step in steps]
             options = [value for value in options if lowest <= value <= MAX_BLOCK]
-        return sorted(options, key=lambda value: (abs(math.log2(value / self.current)),
-                                                  -value))
+        # log2 of each side, never of their ratio: a ratio underflows to 0 for a huge value.
+        return sorted(options, key=lambda value: (
+            abs(math.log2(value) - math.log2(self.current)), -value))
 
 
 # --------------------------------------------------------------------------- reading
@@ -271,6 +290,12 @@ class _Reader:
     knobs: dict[tuple[str, ...], _Knob] = field(default_factory=dict)
     refused: set[tuple[str, ...]] = field(default_factory=set)  # blocks found unsafe
     unmasked_lines: set[int] = field(default_factory=set)  # of tl.load/tl.store calls
+    # Per-wrapper answers, computed once: every launch asking again made reading quadratic
+    # in the number of launches.
+    _literals: dict[tuple[int, str], tuple[ast.Constant, tuple[str, ...], str] | None] = \
+        field(default_factory=dict)
+    _constants: dict[int, Counter[int]] = field(default_factory=dict)
+    _pipelined: dict[str, bool] = field(default_factory=dict)
 
     def span(self, node: ast.expr) -> tuple[int, int]:
         end_line = node.end_lineno or node.lineno  # ast.parse always sets both ends
@@ -289,8 +314,12 @@ class _Reader:
                             node.func.value.id in self.kernels:
                         yield _Launch(node, self.kernels[node.func.value.id], wrapper)
 
-    def read(self) -> list[_Knob]:
-        for launch in self.launches():
+    def read(self) -> list[_Knob] | None:
+        """The knobs found safe; None when the module launches too often to examine."""
+        launches = list(itertools.islice(self.launches(), MAX_LAUNCHES + 1))
+        if len(launches) > MAX_LAUNCHES:
+            return None  # every launch must be seen: an unseen one may forbid a knob
+        for launch in launches:
             if any(item.arg is None for item in launch.call.keywords) or \
                     any(isinstance(item, ast.Starred) for item in launch.call.args):
                 continue  # forwarded arguments: which knobs they set is unknown
@@ -308,9 +337,11 @@ class _Reader:
 
     def _launch_options(self, launch: _Launch) -> None:
         options: list[tuple[str, KnobKind, int]] = [("num_warps", "warps", DEFAULT_WARPS)]
-        if launch.kernel.loops_over_loads():
-            options.append(("num_stages", "stages", DEFAULT_STAGES))
         kernel = launch.kernel.function.name
+        if kernel not in self._pipelined:
+            self._pipelined[kernel] = launch.kernel.loops_over_loads()
+        if self._pipelined[kernel]:
+            options.append(("num_stages", "stages", DEFAULT_STAGES))
         for keyword, kind, default in options:
             given = [item for item in launch.call.keywords if item.arg == keyword]
             if not given:
@@ -320,7 +351,8 @@ class _Reader:
                                                           defaulted=True), site, kernel)
                 continue
             value = _int_literal(given[0].value)
-            if value is not None and value > 0:
+            most = MAX_WARPS if kind == "warps" else MAX_STAGES
+            if value is not None and 0 < value <= most:  # an absurd value is no knob
                 start, end = self.span(given[0].value)
                 self._add((kind, str(value)), _Knob(kind, keyword, value), _Site(start, end),
                           kernel)
@@ -368,14 +400,27 @@ class _Reader:
         wrapper = launch.wrapper
         if isinstance(value, ast.Constant):
             number = _int_literal(value)
-            twins = [node for node in ast.walk(wrapper) if node is not value and
-                     isinstance(node, ast.Constant) and _int_literal(node) == number]
-            if number is None or twins:
+            if number is None or self._constant_counts(wrapper)[number] > 1:
                 return None  # e.g. a grid written as triton.cdiv(n, 1024)
             return value, ("block", "launch", str(value.lineno), str(value.col_offset)), ""
         if not isinstance(value, ast.Name):
             return None
-        name = value.id
+        key = (id(wrapper), value.id)
+        if key not in self._literals:
+            self._literals[key] = self._named_literal(wrapper, value.id)
+        return self._literals[key]
+
+    def _constant_counts(self, wrapper: ast.AST) -> Counter[int]:
+        """How often each integer literal occurs in a wrapper (nested code included)."""
+        if id(wrapper) not in self._constants:
+            self._constants[id(wrapper)] = Counter(
+                number for node in ast.walk(wrapper)
+                if (number := _int_literal(node if isinstance(node, ast.expr) else None))
+                is not None)
+        return self._constants[id(wrapper)]
+
+    def _named_literal(self, wrapper: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+                       ) -> tuple[ast.Constant, tuple[str, ...], str] | None:
         local = _literal_assignment(wrapper.body, name)
         if local is not None and len(_stores(wrapper, name)) == 1:
             return local, ("block", "local", wrapper.name, str(wrapper.lineno), name), name
@@ -422,18 +467,22 @@ class _Reader:
         return literal, ("block", "helper", helper, str(position)), ""
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
 def _line_offsets(encoded: bytes) -> list[int]:
-    offsets = [0]
-    for index, byte in enumerate(encoded):
-        if byte == ord("\n"):
-            offsets.append(index + 1)
-    return offsets
+    """Byte offset of each line's start, lines ended as the parser ends them: by \\n, \\r\\n
+    and a lone \\r (anywhere, strings included). Counting \\n alone shifted every offset
+    after a lone \\r, so a variant rewrote the wrong bytes."""
+    return [0, *(match.end() for match in _LINE_END.finditer(encoded))]
 
 
 def _reader(source: str) -> _Reader | None:
     try:
-        tree = ast.parse(source)
         encoded = source.encode("utf-8")
+        if len(encoded) > MAX_SOURCE_BYTES:
+            return None
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # not Python, or too deeply nested for the parser: no knobs
     jit_names = _jit_names(tree)
@@ -474,8 +523,8 @@ def _footprint(blocks: Sequence[int]) -> int:
     (a matmul's M x K, K x N and M x N tiles)."""
     if len(blocks) == 1:
         return blocks[0]
-    return sum(first * second for index, first in enumerate(blocks)
-               for second in blocks[index + 1:])
+    total = sum(blocks)  # the sum over pairs, in linear time: ((sum)^2 - sum of squares) / 2
+    return (total * total - sum(block * block for block in blocks)) // 2
 
 
 def _fits(settings: Sequence[_Setting], knobs: Sequence[_Knob]) -> bool:
@@ -518,33 +567,98 @@ def _settings(knobs: Sequence[_Knob]) -> Iterator[tuple[_Setting, ...]]:
         yield smaller
 
 
-def _rewrite(source: str, settings: Sequence[_Setting]) -> str:
+def _rewrite(source: str, settings: Sequence[_Setting]) -> str | None:
+    """The source with each site rewritten, in one pass; None when sites overlap."""
     encoded = source.encode("utf-8")
     edits = sorted(((site, item.value) for item in settings for site in item.knob.sites),
-                   key=lambda edit: edit[0].start, reverse=True)
+                   key=lambda edit: edit[0].start)
+    pieces: list[bytes] = []
+    done = 0
     for site, value in edits:
-        encoded = encoded[:site.start] + site.text(value).encode("utf-8") + encoded[site.end:]
-    return encoded.decode("utf-8")
+        if site.start < done:
+            return None
+        pieces += [encoded[done:site.start], site.text(value).encode("utf-8")]
+        done = site.end
+    pieces.append(encoded[done:])
+    try:
+        return b"".join(pieces).decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # a site cut a character: offsets were wrong
+
+
+_Token = tuple[int, str]
+_INSERTED = {"num_warps", "num_stages"}
+
+
+def _tokens(source: str) -> list[_Token] | None:
+    """The token stream (kind, text), newlines read as the parser reads them."""
+    try:
+        return [(token.type, token.string) for token in
+                tokenize.generate_tokens(io.StringIO(source, newline=None).readline)]
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _is_insertion(tokens: list[_Token], values: set[str]) -> bool:
+    """`, num_warps=8`, or `num_warps=8,` where the launch ended with a trailing comma."""
+    comma = (tokenize.OP, ",")
+    if tokens[:1] == [comma]:
+        keyword = tokens[1:4]
+    elif tokens[3:4] == [comma]:
+        keyword = tokens[:3]
+    else:
+        return False
+    return len(keyword) == 3 and keyword[0][0] == tokenize.NAME and \
+        keyword[0][1] in _INSERTED and keyword[1] == (tokenize.OP, "=") and \
+        keyword[2][0] == tokenize.NUMBER and keyword[2][1] in values
+
+
+def _only_knobs_differ(before: Sequence[_Token], variant: str,
+                       settings: Sequence[_Setting]) -> bool:
+    """Defence in depth: the variant's tokens are the original's but for one changed
+    number or one inserted `, num_*=N` per site, each the value of a setting."""
+    after = _tokens(variant)
+    if after is None:
+        return False
+    values = {str(item.value) for item in settings}
+    expected = sum(len(item.knob.sites) for item in settings)
+    old = new = changes = 0
+    while old < len(before) and new < len(after):
+        if before[old] == after[new]:
+            old, new = old + 1, new + 1
+        elif before[old][0] == after[new][0] == tokenize.NUMBER and after[new][1] in values:
+            old, new, changes = old + 1, new + 1, changes + 1
+        elif _is_insertion(after[new:new + 4], values):
+            new, changes = new + 4, changes + 1
+        else:
+            return False
+    return old == len(before) and new == len(after) and changes == expected
 
 
 def tuning_variants(source: str, *, limit: int = MAX_VARIANTS) -> list[TritonVariant]:
     """Up to `limit` launch-configuration variants of a Triton module, best guesses first;
     [] when it has no knob this module can set safely (or does not parse)."""
     reader = _reader(source)
-    if reader is None or limit <= 0:
+    found = None if reader is None or limit <= 0 else reader.read()
+    original = _tokens(source) if found else None
+    if not found or original is None:
         return []
-    knobs = sorted(reader.read(), key=lambda knob: (_KIND_ORDER[knob.kind],
-                                                   knob.sites[0].start))
+    knobs = sorted(found, key=lambda knob: (_KIND_ORDER[knob.kind], knob.sites[0].start))
     names: dict[str, int] = {}
     for knob in knobs:
         names[knob.name] = names.get(knob.name, 0) + 1
     variants: list[TritonVariant] = []
     seen = {source}
+    tries = limit * MAX_TRIES_PER_VARIANT
     for settings in _settings(knobs):
         if not _fits(settings, knobs):
             continue
+        tries -= 1
+        if tries < 0:
+            break
         text = _rewrite(source, settings)
-        if text in seen or not _parses(text):
+        if text is None or text in seen or not _parses(text) or \
+                not _only_knobs_differ(original, text, settings):
             continue
         seen.add(text)
         label, detail = _describe(settings, names)
