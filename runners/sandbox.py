@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
 from runners.pids_cgroup import PidsCgroup
 
@@ -863,20 +864,29 @@ class IsolatedChild:
                 returncode = self.process.wait(timeout=_REAP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 returncode = None
-        if self.cgroup is not None:
-            self.cgroup.close()  # what left the process group dies here
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    pipe.close()
-        tail = read_tail_fd(self.log_fd)
-        with contextlib.suppress(OSError):
-            os.close(self.log_fd)
+        tail = release_child(self.cgroup, (self.process.stdin, self.process.stdout),
+                             self.log_fd)
         self._outcome = ProcessOutcome(
             returncode=returncode, timed_out=timed_out,
             seconds=time.monotonic() - self.started, log_tail=tail, sandboxed=self.sandboxed,
             killed_because=killed_because or self._killed_because)
         return self._outcome
+
+
+def release_child(cgroup: PidsCgroup | None, pipes: Sequence[IO[bytes] | None],
+                  log_fd: int) -> str:
+    """What a finished child leaves the parent holding: its cgroup (what left the process
+    group dies here), its pipes, its log (closed; its tail comes back)."""
+    if cgroup is not None:
+        cgroup.close()
+    for pipe in pipes:
+        if pipe is not None:
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
+    tail = read_tail_fd(log_fd)
+    with contextlib.suppress(OSError):
+        os.close(log_fd)
+    return tail
 
 
 def _usable_bwrap(policy: SandboxPolicy) -> str | None:

@@ -65,6 +65,7 @@ from runners.sandbox import (
     descendants,
     open_log,
     read_tail_fd,
+    release_child,
     remove_tree,
     sandbox_environment,
     sandbox_status,
@@ -195,14 +196,8 @@ class WarmChild:
             return self._outcome
         self.kill()
         returncode = self.server.end_child()
-        if self.cgroup is not None:
-            self.cgroup.close()
-        for pipe in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError, ValueError):
-                pipe.close()
-        tail = read_tail_fd(self.log_fd)
-        with contextlib.suppress(OSError):
-            os.close(self.log_fd)
+        tail = release_child(self.cgroup, (self.process.stdin, self.process.stdout),
+                             self.log_fd)
         self._outcome = ProcessOutcome(
             returncode=returncode, timed_out=timed_out,
             seconds=time.monotonic() - self.started, log_tail=tail, sandboxed=True,

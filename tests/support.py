@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,35 @@ def run_opbot_here(*args: str, env: dict[str, str] | None = None) -> CliRun:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
     return CliRun(result.exit_code, result.stdout, stderr)
+
+
+@contextmanager
+def loopback_listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP listener on the host's loopback: (its port, what any connection sent). A
+    sandboxed candidate must never reach it."""
+    received: list[bytes] = []
+    stop = threading.Event()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = listener.accept()
+                except OSError:
+                    continue
+                with connection:
+                    received.append(connection.recv(100) or b"connected")
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield listener.getsockname()[1], received
+        finally:
+            stop.set()
+            thread.join(timeout=5)
 
 
 def reference_source(forward: str, inputs: str, prelude: str = "") -> str:

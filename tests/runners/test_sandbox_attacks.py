@@ -4,15 +4,13 @@ answers with its JSON verdict."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
 from runners.sandbox import find_bwrap
-from tests.support import CANDIDATES, DATA, run_opbot
+from tests.support import CANDIDATES, DATA, loopback_listener, run_opbot
 
 HOSTILE = DATA / "hostile"
 RELU = CANDIDATES / "refs" / "relu.py"
@@ -32,31 +30,11 @@ def _verify(candidate: Path) -> tuple[int, str]:
 
 
 def test_no_connection_leaves_the_sandbox(tmp_path: Path) -> None:
-    received: list[bytes] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        listener.settimeout(0.5)
-        port = listener.getsockname()[1]
-        stop = threading.Event()
-
-        def accept() -> None:
-            while not stop.is_set():
-                try:
-                    connection, _ = listener.accept()
-                except OSError:
-                    continue
-                with connection:
-                    received.append(connection.recv(100) or b"connected")
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
+    with loopback_listener() as (port, received):
         candidate = tmp_path / "network.py"
         candidate.write_text((HOSTILE / "network.py").read_text(encoding="utf-8").replace(
             "LISTENER_PORT = 0", f"LISTENER_PORT = {port}"), encoding="utf-8")
         _verify(candidate)
-        stop.set()
-        thread.join(timeout=5)
     assert received == []
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from runners.base import VerifyRequest, VerifyResult
 from runners.sandbox import SandboxPolicy, sandbox_status
 from runners.verify import run_harness
 from runners.warm import ENV_SWITCH, WarmWorkers, wanted
-from tests.support import CANDIDATES
+from tests.support import CANDIDATES, loopback_listener
 
 RELU = CANDIDATES / "refs" / "relu.py"
 GOOD = CANDIDATES / "relu__good_tutorial.py"
@@ -287,25 +285,7 @@ seen = {"hits": [text[:40] for text in texts if "ghp_" in text or "GITHUB_TOKEN"
 
 
 def test_loopback_of_the_host_is_unreachable(pool: WarmWorkers, tmp_path: Path) -> None:
-    received: list[bytes] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        listener.settimeout(0.5)
-        port = listener.getsockname()[1]
-        stop = threading.Event()
-
-        def accept() -> None:
-            while not stop.is_set():
-                try:
-                    connection, _ = listener.accept()
-                except OSError:
-                    continue
-                with connection:
-                    received.append(connection.recv(100) or b"connected")
-
-        thread = threading.Thread(target=accept, daemon=True)
-        thread.start()
+    with loopback_listener() as (port, received):
         attack = f"""
 import json, socket
 seen = {{}}
@@ -317,8 +297,6 @@ except OSError as exc:
     seen["error"] = type(exc).__name__
 """ + PROBE_TAIL
         seen = _probe(_warm(pool, _hostile(tmp_path, attack)))
-        stop.set()
-        thread.join(timeout=5)
     assert seen["connected"] is False
     assert received == []
 
