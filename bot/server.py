@@ -677,8 +677,13 @@ def serve(*, host: str, port: int, dry_run: bool, state_dir: Path,
         # Jobs run in this process (a scan verifies operator after operator here): its
         # verifications fork from pre-imported workers (runners/warm.py).
         from runners import warm
+        from runners.warm_broker import BROKER_VARIABLE, Broker
 
         warm.enable()
+        if not os.environ.get(BROKER_VARIABLE):
+            # The generation steps are processes of their own (no forge credentials): they
+            # borrow this process's warm servers rather than start cold workers.
+            os.environ.update(Broker(pool_size=len(WORKER_NAMES)).environment())
     log.info("%s", mode_line(dispatch=dispatch, dry_run=dry_run))
     uvicorn.run(make_app(settings), host=host, port=port, log_level="info")
 

@@ -28,6 +28,7 @@ CheckName = Literal[
     "run",  # the candidate's forward raised
     "timeout",  # the worker ran past its wall-clock limit
     "crash",  # the worker died (a signal, an abort)
+    "out_of_bounds",  # a kernel's load or store left its tensors (the CPU interpreter checks)
     "sandbox",  # no sandbox to run untrusted code in, and the policy forbids running without
     "output_structure",  # a different number or nesting of outputs than the reference
     "shape",

@@ -66,15 +66,15 @@ from runners.sandbox import (
     sandbox_environment,
     start_isolated,
 )
-from runners.warm import WarmChild, WarmLease, WarmWorkers, shared_workers, wanted
+from runners.warm import WarmChild, WarmLease, WarmPool, WarmWorkers, shared_workers, wanted
 
 _MAX_SOURCE_BYTES = 2 * 1024 * 1024
 _REFERENCE_MAX_BYTES = 1 << 36  # the reference's cases: large, but not unbounded
 _OUTPUT_SLACK_BYTES = 16 * 1024 * 1024
-_STOPPING_CHECKS = ("run", "torch_op", "no_kernel")
+_STOPPING_CHECKS = ("run", "out_of_bounds", "torch_op", "no_kernel")
 # What a candidate's "failed" answer may claim at each stage: it cannot shift the blame.
 _STAGE_CHECKS = {"load": ("load", "crash"), "init": ("init", "crash"),
-                 "run": ("run", "crash", "device", "output_structure")}
+                 "run": ("run", "crash", "out_of_bounds", "device", "output_structure")}
 _MESSAGE_CHARS = 2000  # what user code's errors may put into a verdict
 
 
@@ -805,7 +805,7 @@ def run_harness(request: VerifyRequest, *, python: str | None = None,
     deadline = time.monotonic() + request.timeout_s
     seed = request.seed if request.seed is not None else draw_seed()
     chosen = python or sys.executable
-    pool = warm if isinstance(warm, WarmWorkers) else (
+    pool: WarmPool | None = warm if isinstance(warm, WarmWorkers) else (
         shared_workers(chosen, policy) if wanted(warm) else None)
     readable: dict[str, list[Path]] = {
         "reference": [request.reference], "candidate": [request.candidate, *request.readable]}

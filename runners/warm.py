@@ -25,7 +25,9 @@ itself), the server wipes what the child left in its own /dev, and the judge emp
 spool: the next child starts from a clean fork and a clean folder. One verification at a
 time uses a server pair; a concurrent one runs cold. A server that died (a candidate can
 kill it: it runs as the same user in the same sandbox) is restarted, and the verification
-that found it dead runs cold, with a warning. See docs/threat-model.md, "Warm workers".
+that found it dead runs cold, with a warning. A long-lived process lends its servers to the
+opbot processes it starts (runners/warm_broker.py). See docs/threat-model.md, "Warm
+workers".
 
 The server side runs as `python -m runners.warm ROLE CONTROL_FD`.
 """
@@ -54,7 +56,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from runners.pids_cgroup import PidsCgroup
 from runners.sandbox import (
@@ -494,14 +496,28 @@ def warm_for_this_process() -> Iterator[None]:
 
 def wanted(warm: bool | None) -> bool:
     """Whether a run_harness call goes warm: its argument, else this process's switch
-    (`enable()` or OPBOT_WARM_WORKERS=1); never where bubblewrap cannot start."""
-    chosen = warm if warm is not None else (_enabled or os.environ.get(ENV_SWITCH) == "1")
+    (`enable()` or OPBOT_WARM_WORKERS=1) or a broker to borrow from (OPBOT_WARM_BROKER,
+    runners/warm_broker.py); never where bubblewrap cannot start."""
+    chosen = warm if warm is not None else (_enabled or os.environ.get(ENV_SWITCH) == "1"
+                                            or _broker_client(sys.executable, None) is not None)
     return chosen and sandbox_status().works
 
 
-def shared_workers(python: str, policy: SandboxPolicy | None) -> WarmWorkers:
-    """This process's warm workers for `python` and `policy`, stopped at exit."""
+class WarmPool(Protocol):
+    """What a verification needs of warm workers: a lease, or None (run cold)."""
+
+    def lease(self, readable: Mapping[str, Sequence[Path]]
+              ) -> contextlib.AbstractContextManager[WarmLease | None]:
+        ...
+
+
+def shared_workers(python: str, policy: SandboxPolicy | None) -> WarmPool:
+    """This process's warm workers for `python` and `policy`, stopped at exit; a broker's,
+    lent, where OPBOT_WARM_BROKER names one this process does not own."""
     chosen = policy or SandboxPolicy.from_environment()
+    borrowed = _broker_client(python, chosen)
+    if borrowed is not None:
+        return borrowed
     with _shared_lock:
         key = (python, chosen)
         if key not in _shared:
@@ -509,6 +525,12 @@ def shared_workers(python: str, policy: SandboxPolicy | None) -> WarmWorkers:
                 atexit.register(close_shared)
             _shared[key] = WarmWorkers(python, chosen)
         return _shared[key]
+
+
+def _broker_client(python: str, policy: SandboxPolicy | None) -> WarmPool | None:
+    from runners.warm_broker import client_from_environment  # it builds on this module
+
+    return client_from_environment(python, policy or SandboxPolicy.from_environment())
 
 
 def close_shared() -> None:
@@ -575,6 +597,11 @@ def _preimport(role: str) -> None:
         with contextlib.suppress(Exception):  # a child pays what failed here, nothing worse
             importlib.import_module(_GENERATOR_ENTRY[0])
             importlib.import_module("bot.agent.backends")
+            # Tracing the reference (torch.export) imports dynamo: seconds per generation.
+            # Imports only: they start no thread (the fork would break it).
+            importlib.import_module("torch._dynamo")
+            importlib.import_module("torch.export._trace")
+        _warm_up_estimate()  # the generator plans scaled shapes as the reference worker does
         return
     import runners.harness.candidate_worker
     import runners.harness.reference_worker  # noqa: F401

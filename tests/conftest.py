@@ -148,6 +148,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: the order within a module stays
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_broker() -> Iterator[None]:
+    """The opbot processes a test starts (`opbot verify`, `opbot serve`, a job's generation
+    step) borrow this test process's warm servers (runners/warm_broker.py), as a job's steps
+    borrow `opbot serve`'s: a process start, not three torch imports, per verification.
+    OPBOT_TEST_COLD=1 runs them cold, as a machine without a broker does."""
+    from runners.sandbox import sandbox_status
+    from runners.warm_broker import BROKER_VARIABLE, Broker
+
+    if os.environ.get("OPBOT_TEST_COLD") == "1" or not sandbox_status().works:
+        yield
+        return
+    broker = Broker()
+    before = os.environ.get(BROKER_VARIABLE)
+    os.environ.update(broker.environment())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(BROKER_VARIABLE, None)
+        else:
+            os.environ[BROKER_VARIABLE] = before
+        broker.close()
+
+
 # The fake forge (and PyGithub, python-gitlab) load only in the modules that use it.
 
 

@@ -413,17 +413,18 @@ def test_scaled_shapes_still_catch_a_missing_tail_mask() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("reference", "candidate"), [
-    (RMS_NORM, LEVEL1 / "36_RMSNorm__bad_batch_from_features.py"),
-    (GATHER, LEVEL1 / "gather_rows__bad_blends_rows_0_and_1.py")], ids=["rms-norm", "gather"])
+@pytest.mark.parametrize(("reference", "candidate", "check"), [
+    # Its batch count read from the features: on the scaled shapes (batch 18, features 16)
+    # it launches programs for rows that do not exist, stopped at their first load.
+    (RMS_NORM, LEVEL1 / "36_RMSNorm__bad_batch_from_features.py", "out_of_bounds"),
+    (GATHER, LEVEL1 / "gather_rows__bad_blends_rows_0_and_1.py", "values")],
+    ids=["rms-norm", "gather"])
 def test_scaled_shapes_still_catch_a_kernel_wrong_at_the_real_sizes(reference: Path,
-                                                                      candidate: Path) -> None:
-    # A verdict within the verification's own limit whatever the machine's load: a wrong
-    # kernel must come back failed (its rows left unwritten: wrong values, or garbage the
-    # interpreter chokes on).
-    run = run_opbot("verify", str(reference), str(candidate), "--json", "--timeout", "200",
-                    timeout=290)
+                                                                      candidate: Path,
+                                                                      check: str) -> None:
+    run = run_opbot("verify", str(reference), str(candidate), "--json", timeout=290)
     assert run.code == 1, run.stderr[-2000:]
     verdict = run.json()
     assert verdict["status"] == "failed"
-    assert {reason["check"] for reason in verdict["reasons"]} & {"values", "timeout", "crash"}
+    assert check in {reason["check"] for reason in verdict["reasons"]}, verdict["reasons"]
+    assert "timeout" not in {reason["check"] for reason in verdict["reasons"]}

@@ -41,6 +41,9 @@ _PLAIN_WORDS = {
     "no_kernel": "The forward launched no Triton kernel.",
     "timeout": "The run did not finish in time: look for an infinite loop or a grid that "
                "is far too large.",
+    "out_of_bounds": "A load or store reached outside the tensors the kernel was given: "
+                     "mask every access (offsets < n) and check the grid covers only the "
+                     "real sizes.",
     "crash": "The process died: typically an out-of-bounds load or store (check every mask).",
 }
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from runners.base import Failure
+from runners.harness.bounds import BoundsChecker
 from runners.harness.guard import ForwardGuard, mutated_inputs, snapshot
 from runners.harness.loading import UserCodeError, as_user_error, load_module
 from runners.harness.tensors import decode_tree, encode_tree, place
@@ -30,11 +31,13 @@ class CandidateSession:
         self.candidate = candidate
         self.device = device
         self.guard = ForwardGuard(package_ops=package_ops)
+        self.bounds = BoundsChecker()
         self.module: Any = None
         self.model: Any = None
 
     def load(self) -> Failure | None:
         self.guard.install()
+        self.bounds.install()
         try:
             self.module = load_module(self.candidate, "opbot_candidate")
         except UserCodeError as exc:
@@ -68,17 +71,21 @@ class CandidateSession:
                        list(request.header["layouts"]), self.device)
         before = snapshot(values)
         launches = self.guard.launches
+        case = str(request.header.get("case"))
+        self.bounds.reset()
         try:
             with torch.no_grad(), self.guard.watch() as computed:
                 output = self.model(*values)
             synchronize(self.device)
         except Exception as exc:  # noqa: BLE001 - the candidate's own error
             error = as_user_error(exc, self.candidate)
-            failure = Failure(check="run", case=str(request.header.get("case")),
-                              message=error.message, location=error.location,
-                              log_tail=error.log or None)
+            failure = self._out_of_bounds(case) or Failure(
+                check="run", case=case, message=error.message, location=error.location,
+                log_tail=error.log or None)
             return {"kind": "failed", "failure": failure.to_json()}, []
-        case = str(request.header.get("case"))
+        out_of_bounds = self._out_of_bounds(case)  # even where the forward caught it
+        if out_of_bounds is not None:
+            return {"kind": "failed", "failure": out_of_bounds.to_json()}, []
         unsendable = _unsendable(output, self.device, case)
         if unsendable is not None:
             return {"kind": "failed", "failure": unsendable.to_json()}, []
@@ -94,6 +101,12 @@ class CandidateSession:
         return {"kind": "outputs", "output": tree, "computed": dict(computed),
                 "launches": self.guard.launches - launches,
                 "mutated": mutated_inputs(before, values)}, tensors
+
+    def _out_of_bounds(self, case: str) -> Failure | None:
+        violation = self.bounds.violation
+        if violation is None:
+            return None
+        return Failure(check="out_of_bounds", case=case, message=violation.message())
 
     def time(self, request: Message) -> dict[str, Any]:
         """The forward timed on one case's inputs by the device's method, measured again
