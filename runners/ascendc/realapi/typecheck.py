@@ -15,22 +15,30 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from runners.ascendc.package import MANIFEST, PackageError, read_manifest
 from runners.ascendc.parsers.compiler import Diagnostic, parse_compiler_output
+from runners.ascendc.realapi.pch import (
+    HEADER,
+    PrecompiledHeader,
+    invalidate_pch,
+    prepare_pch,
+    real_header,
+)
 from runners.ascendc.realapi.sources import RealApi, RealApiUnavailable, prepare_real_api
 from runners.sandbox import (
+    ProcessOutcome,
     SandboxUnavailableError,
     private_workdir,
     run_isolated,
     sandbox_environment,
 )
 
-__all__ = ["Generation", "TypecheckResult", "gxx_command", "relocate_to_kernel",
+__all__ = ["Generation", "TypecheckResult", "gxx_command", "pch_flags", "relocate_to_kernel",
            "split_standin_gaps", "typecheck_package", "typecheck_source"]
 
 Generation = Literal["legacy", "asc"]
@@ -46,6 +54,19 @@ _MAX_COPIED_BYTES = 2 * 1024 * 1024
 _SKIPPED_FOLDERS = frozenset({".git", "build", "out", "__pycache__", "node_modules"})
 # g++'s instantiation backtrace: "file:line:col:   required from ..." (and "from here").
 _REQUIRED_FROM = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+):\s+required from")
+# g++ could not load the .gch it chose (a truncated file), or crashed (a damaged one can
+# make cc1plus crash). Neither can be written by a kernel: its #error reads "error: #error".
+_PCH_UNREADABLE = re.compile(r"^\S+:\d+: fatal error: can(?:not|'t) read PCH file",
+                             re.MULTILINE)
+_PCH_SUSPECT = re.compile(_PCH_UNREADABLE.pattern + r"|^(?:\S+: )?internal compiler error: "
+                          r"|^\S+:\d+:\d+: internal compiler error: ", re.MULTILINE)
+# How g++ prints where a header was included from: the first step, then each further one.
+_CHAIN_FIRST = "In file included from "
+_CHAIN_NEXT = " " * 17 + "from "
+# A kernel's first line of code when a PCH can stand for it.
+_LEADING_INCLUDE = re.compile(r'#\s*include\s*(?:"kernel_operator\.h"|<kernel_operator\.h>)'
+                              r"\s*(?://.*|/\*.*?\*/\s*)?$")
+_HEAD_BYTES = 256 * 1024  # how much of a kernel is read to find its first include
 _DIAG_HEAD = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: ")
 
 
@@ -84,23 +105,33 @@ def _failed(message: str, *, file: str | None = None, log: str = "", seconds: fl
 
 
 def gxx_command(compiler: str, api: RealApi, source: str,
-                include: Sequence[Path] = ()) -> list[str]:
+                include: Sequence[Path] = (), pch: Path | None = None) -> list[str]:
     """g++ as the CPU-debug build would compile the kernel, stopping after the type check.
 
     `.asc` is C++ to g++ (-x c++); -w because only errors reject a kernel and the real
     headers warn a lot; no line-number gutter, so the echoed source line and its caret read
-    as clang prints them (runners/ascendc/parsers/compiler.py).
+    as clang prints them (runners/ascendc/parsers/compiler.py). `pch`: the folder holding
+    kernel_operator.h.gch (pch.py), searched first so that g++ finds it before the header.
     """
     command = [compiler, "-std=c++17", "-fsyntax-only", "-x", "c++", "-w",
                "-fdiagnostics-color=never", "-fno-diagnostics-show-line-numbers",
                f"-fmax-errors={MAX_ERRORS}"]
     command += [f"-D{define}" for define in api.defines()]
+    if pch is not None:
+        command.append(f"-I{pch}")
     # The real headers first: a kernel's folder holding a header named like one of them
     # must not replace it. The kernel's own folder is searched first for "..." includes
     # anyway.
     command += [f"-I{folder}" for folder in api.include_dirs()]
     command += [f"-I{folder}" for folder in include]
     return [*command, source]
+
+
+def pch_flags(api: RealApi) -> list[str]:
+    """What decides how kernel_operator.h parses, as gxx_command passes it: the flags its
+    precompiled header is built with and keyed on."""
+    return ["-std=c++17", *(f"-D{define}" for define in api.defines()),
+            *(f"-I{folder}" for folder in api.include_dirs())]
 
 
 # -- running it -----------------------------------------------------------------------------
@@ -143,23 +174,142 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
         # The kernel itself whatever its suffix; the caller named it (typecheck_package has
         # checked that it resolves inside the package).
         shutil.copyfile(kernel, work / kernel.name)
-        command = gxx_command(compiler, api, kernel.name, include)
+        # A kernel folder with a kernel_operator.h of its own: g++ reads that one first.
+        line = None if (work / HEADER).exists() else _leading_include(work / kernel.name)
+        pch = None if line is None or include else \
+            prepare_pch(compiler, api, pch_flags(api))
+        check = _Check(tmp, kernel.name, compiler, api, include, timeout_s, line)
+        result = check.run(pch)
+        if pch is None or not _PCH_SUSPECT.search(result.log):
+            return result
+        # g++ stopped in a way a damaged .gch can cause (one damaged since this process
+        # checked its digest: pch.py). The check without it is the verdict, whatever the
+        # cause; the PCH goes when it was to blame.
+        retry = check.run(None)
+        if _PCH_UNREADABLE.search(result.log) or not _PCH_SUSPECT.search(retry.log):
+            invalidate_pch(pch)
+        return retry
+
+
+def _leading_include(source: Path) -> int | None:
+    """leading_include_line of the kernel's copy (its head: the include comes first)."""
+    try:
+        with source.open("rb") as handle:
+            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return leading_include_line(head)
+
+
+def leading_include_line(text: str) -> int | None:
+    """The line of `#include "kernel_operator.h"` (or <...>) when it is the first thing in
+    the source, comments and blank lines aside; None otherwise. Conservative: a line
+    continuation or anything else before it gives None.
+
+    Only for such a kernel is the PCH used: g++ can then load it at that include alone,
+    which is what complete_include_chains relies on. Kernels that start otherwise, and
+    checks given include folders of their own (searched after the real headers', which
+    could see them: __has_include), read the header text as before."""
+    in_comment = False
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        if line.endswith("\\"):
+            return None  # a spliced line: not worth reading like the preprocessor does
+        rest = line
+        while True:
+            if in_comment:
+                end = rest.find("*/")
+                if end < 0:
+                    break
+                rest, in_comment = rest[end + 2:], False
+            rest = rest.strip()
+            if rest.startswith("/*"):
+                rest, in_comment = rest[2:], True
+                continue
+            if not rest or rest.startswith("//"):
+                break
+            return number if _LEADING_INCLUDE.match(rest) else None
+    return None
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One kernel's g++ run in its private work folder (tmp/work), with or without the PCH."""
+
+    tmp: Path
+    source: str  # the kernel's name in the work folder
+    compiler: str
+    api: RealApi
+    include: Sequence[Path]
+    timeout_s: float
+    include_line: int | None  # leading_include_line of the kernel
+
+    def run(self, pch: PrecompiledHeader | None) -> TypecheckResult:
+        api, work = self.api, self.tmp / "work"
+        command = gxx_command(self.compiler, api, self.source, self.include,
+                              None if pch is None else pch.folder)
+        log_path = self.tmp / ("gxx.log" if pch is None else "gxx-pch.log")
+        readable = [api.root, *self.include]
+        if pch is not None:
+            # Read-only inside, like everything outside the work folder: a kernel cannot
+            # replace the .gch that the next check loads.
+            readable.append(pch.folder)
         try:
             outcome = run_isolated(
-                command, cwd=work, timeout_s=timeout_s, log_path=tmp / "gxx.log",
+                command, cwd=work, timeout_s=self.timeout_s, log_path=log_path,
                 # C locale: plain ASCII quotes in messages, as the parsers expect.
                 env=sandbox_environment(work, {"LC_ALL": "C", "LANG": "C"}),
-                readable=[api.root, *include])
+                readable=readable)
         except SandboxUnavailableError as exc:
             return _skipped(f"the sandbox cannot start, and a kernel is compiled only "
                             f"inside it: {exc}")
         except OSError as exc:
             return _failed(f"g++ could not be started in the sandbox: {exc}", command=command)
-        log = _read_log(tmp / "gxx.log") or outcome.log_tail
+        log = _read_log(log_path, self._complete) or self._complete(outcome.log_tail)
+        return _verdict(outcome, log, command=command, source=self.source, api=api,
+                        timeout_s=self.timeout_s)
+
+
+    def _complete(self, log: str) -> str:
+        """With the PCH or without, the same log: the PCH must not change a result."""
+        header = real_header(self.api)
+        if self.include_line is None or header is None:
+            return log
+        return complete_include_chains(log, str(header), self.source, self.include_line)
+
+
+def complete_include_chains(log: str, header: str, source: str, line: int) -> str:
+    """The real headers' "In file included from" chains, each to the kernel's #include.
+
+    Loaded from a PCH, they end at kernel_operator.h, the PCH's own main file; read from
+    text, g++ 12 goes on to the kernel's line, but not always (a chain through
+    kernel_operator.h:29 stops there, for one). `header` is kernel_operator.h as g++ names
+    it; a chain that ends there gets its last step, `source`:`line`, so a check prints
+    the same with the PCH and without, and a header error keeps its way to the kernel."""
+    lines = log.splitlines(keepends=True)
+    completed: list[str] = []
+    in_chain = False
+    for text in lines:
+        body = text.rstrip("\n")
+        in_chain = body.startswith(_CHAIN_FIRST) or (in_chain and body.startswith(_CHAIN_NEXT))
+        prefix = _CHAIN_FIRST if body.startswith(_CHAIN_FIRST) else _CHAIN_NEXT
+        entry = body[len(prefix):] if in_chain else ""
+        if in_chain and entry.endswith(":") and entry[:-1].rpartition(":")[0] == header:
+            completed.append(f"{body[:-1]},\n{_CHAIN_NEXT}{source}:{line}:"
+                             f"{text[len(body):]}")
+            in_chain = False
+            continue
+        completed.append(text)
+        if in_chain and entry.endswith(":"):
+            in_chain = False  # the chain's last entry: a diagnostic follows
+    return "".join(completed)
+
+
+def _verdict(outcome: ProcessOutcome, log: str, *, command: list[str], source: str,
+             api: RealApi, timeout_s: float) -> TypecheckResult:
     if outcome.timed_out:
         return _failed(f"g++ did not finish the type check within {timeout_s:g} s (deep or "
                        "endless template recursion in the kernel?); nothing was checked",
-                       file=kernel.name, log=log, seconds=outcome.seconds, command=command)
+                       file=source, log=log, seconds=outcome.seconds, command=command)
     diagnostics, missing = split_standin_gaps(parse_compiler_output(log), api)
     errors = [item for item in relocate_to_kernel(diagnostics, log, api)
               if item.severity == "error"]
@@ -177,9 +327,11 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
                            seconds=outcome.seconds, command=command, notes=notes)
 
 
-def _read_log(path: Path) -> str:
+def _read_log(path: Path, complete: Callable[[str], str] | None = None) -> str:
     """The head of g++'s log (the first errors matter most), bounded. The log lies outside
-    the sandbox's writable folder, so it is ours, but it is still never followed."""
+    the sandbox's writable folder, so it is ours, but it is still never followed.
+    `complete` edits it before the cut, so that the cut falls in the same place whether
+    g++ printed each include chain whole or not (complete_include_chains)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -193,6 +345,8 @@ def _read_log(path: Path) -> str:
     finally:
         os.close(fd)
     text = data.decode("utf-8", errors="replace")
+    if complete is not None:
+        text = complete(text)
     if len(text) > LOG_LIMIT_CHARS:
         text = text[:LOG_LIMIT_CHARS] + "\n[... log cut ...]\n"
     return text
