@@ -124,7 +124,7 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int], int
         return None, fds, pid
     try:
         message = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # garbage, or nesting deep enough to exhaust json
         message = {}
     return message if isinstance(message, dict) else {}, fds, pid
 

@@ -22,6 +22,7 @@ user (SO_PEERCRED), which could start the same sandboxes themselves.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import os
 import secrets
 import select
@@ -33,20 +34,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runners.sandbox import SandboxPolicy, SandboxUnavailableError
+from runners.sandbox import SandboxPolicy
 from runners.warm import (
     ROLES,
     SERVER_ROLES,
     WarmLease,
     WarmServer,
-    WarmUnavailableError,
     WarmWorkers,
     _receive,
     _send,
 )
 
-BROKER_VARIABLE = "OPBOT_WARM_BROKER"
+BROKER_VARIABLE = "OPBOT_WARM_BROKER"  # "<socket name> <token>"
 _GRANT_TIMEOUT_S = 120.0  # the first lease waits for the servers' imports
+_RETURN_TIMEOUT_S = 30.0  # the broker ends what was left and empties the spools
+_LEASE_LIMIT_S = 4 * 3600.0  # past this a borrower is gone for good: its servers restart
 _POOL_SIZE = 1  # server sets per policy: each holds a torch-importing process per role
 _MAX_POLICIES = 4
 _OWN_NAMES: set[str] = set()  # the brokers this process runs
@@ -56,16 +58,29 @@ def _policy_json(policy: SandboxPolicy) -> dict[str, Any]:
     return {**policy.to_json(), "extra_devices": list(policy.extra_devices)}
 
 
+_POLICY_TYPES: dict[str, tuple[type, ...]] = {
+    "allow_unsandboxed": (bool,), "network": (bool,), "cpu_seconds": (int,),
+    "memory_bytes": (int, type(None)), "file_bytes": (int,), "processes": (int,),
+    "devices": (bool,)}
+
+
 def _policy_from(data: object) -> SandboxPolicy | None:
-    if not isinstance(data, dict):
+    """The borrower's policy when every field has its exact type; never one that lets the
+    sandbox onto the network or runs without one (those sets are not lent)."""
+    if not isinstance(data, dict) or set(data) - {*_POLICY_TYPES, "extra_devices"}:
         return None
-    fields = {key: value for key, value in data.items()
-              if key in SandboxPolicy.__dataclass_fields__}
-    try:
-        fields["extra_devices"] = tuple(str(item) for item in fields.get("extra_devices", ()))
-        return SandboxPolicy(**fields)
-    except (TypeError, ValueError):
+    fields: dict[str, Any] = {}
+    for key, kinds in _POLICY_TYPES.items():
+        if key in data:
+            value = data[key]
+            if type(value) not in kinds or (type(value) is int and value < 0):
+                return None
+            fields[key] = value
+    devices = data.get("extra_devices", [])
+    if not isinstance(devices, list) or not all(type(item) is str for item in devices):
         return None
+    policy = SandboxPolicy(**fields, extra_devices=tuple(devices))
+    return None if policy.network or policy.allow_unsandboxed else policy
 
 
 # -- the owner's side ------------------------------------------------------------------------
@@ -78,6 +93,10 @@ class Broker:
         self.python = python or sys.executable
         self.pool_size = pool_size
         self.name = f"opbot-warm-{os.getpid()}-{secrets.token_hex(8)}"
+        # The name is visible to anyone on the host (/proc/net/unix), a sandbox with the
+        # network policy included; the token travels only in opbot's own environment,
+        # which sandboxes never get.
+        self.token = secrets.token_hex(16)
         _OWN_NAMES.add(self.name)
         self.leases = 0  # granted so far
         self._sets: dict[SandboxPolicy, list[WarmWorkers]] = {}
@@ -91,7 +110,7 @@ class Broker:
 
     def environment(self) -> dict[str, str]:
         """What a child process needs to borrow from this broker."""
-        return {BROKER_VARIABLE: self.name}
+        return {BROKER_VARIABLE: f"{self.name} {self.token}"}
 
     def close(self) -> None:
         self._closed = True
@@ -123,7 +142,8 @@ class Broker:
                 return
             for fd in fds:
                 os.close(fd)
-            if not message or message.get("op") != "lease":
+            if not message or message.get("op") != "lease" or not hmac.compare_digest(
+                    str(message.get("token", "")).encode(), self.token.encode()):
                 return
             picked = self._pick(message)
             if picked is None:
@@ -133,9 +153,15 @@ class Broker:
             workers, roles = picked
             try:
                 self._lend(connection, workers, roles)
+            except Exception:  # noqa: BLE001 - one borrower's mess never stops the broker
+                _restart(workers, roles)
             finally:
                 with self._lock:
                     self._busy.discard(id(workers))
+            with contextlib.suppress(OSError):
+                # Taken back: the borrower's next lease (its verification after its
+                # generation) finds the set free, not busy.
+                _send(connection, {"op": "returned"})
 
     def _pick(self, message: dict[str, Any]) -> tuple[WarmWorkers, list[str]] | None:
         """A free server set for the borrower's python and policy (made when missing)."""
@@ -163,7 +189,6 @@ class Broker:
     def _lend(self, connection: socket.socket, workers: WarmWorkers, roles: list[str]) -> None:
         """Hand the servers over, wait until the borrower is done, take them back."""
         pidfds: list[int] = []
-        clean = False
         try:
             workers.start(roles)
             servers = [workers.servers[role] for role in roles]
@@ -174,27 +199,32 @@ class Broker:
                             "bound": sorted(server._bound)} for server in servers]
             fds = [fd for server, pidfd in zip(servers, pidfds, strict=True)
                    for fd in (server._control.fileno(), pidfd)]
-            connection.settimeout(None)
+            connection.settimeout(_LEASE_LIMIT_S)
             _send(connection, {"op": "granted", "servers": description}, fds)
             self.leases += 1
             message, fds_back, _ = _receive(connection)  # blocks for the verification
             for fd in fds_back:
                 os.close(fd)
-            clean = message is not None and message.get("op") == "done"
-            broken = set(message.get("broken") or []) if message is not None and clean \
-                else set(roles)
-        except (OSError, WarmUnavailableError, KeyError, SandboxUnavailableError):
-            broken = set(roles)
         finally:
             for fd in pidfds:
                 os.close(fd)
+        listed = message.get("broken") if message is not None else None
+        if message is None or message.get("op") != "done" or not isinstance(listed, list):
+            _restart(workers, roles)  # it left mid-verification: a child may still run
+            return
         for role in roles:
             kept = workers.servers.get(role)
-            if not clean or role in broken or kept is None or not kept.alive():
-                # Mid-verification when the borrower left: a child may still run in it.
-                workers.restart(role)
-            else:
-                kept.empty_spool()
+            if role in listed or kept is None or not kept.alive():
+                _restart(workers, [role])
+                continue
+            kept.end_child()  # whatever the borrower left running goes before the next one
+            kept.empty_spool()
+
+
+def _restart(workers: WarmWorkers, roles: Sequence[str]) -> None:
+    for role in roles:
+        with contextlib.suppress(Exception):
+            workers.restart(role)
 
 
 def _same_user(connection: socket.socket) -> bool:
@@ -271,8 +301,9 @@ class BorrowedWorkers:
 class BrokerClient:
     """Leases a broker's servers; the same `lease` as `WarmWorkers`, None when it cannot."""
 
-    def __init__(self, name: str, python: str, policy: SandboxPolicy) -> None:
+    def __init__(self, name: str, python: str, policy: SandboxPolicy, token: str = "") -> None:
         self.name = name
+        self.token = token
         self.python = python
         self.policy = policy
         self.forks = 0
@@ -309,6 +340,8 @@ class BrokerClient:
                         server.empty_spool()
                 with contextlib.suppress(OSError):
                     _send(connection, {"op": "done", "broken": workers.broken()})
+                    connection.settimeout(_RETURN_TIMEOUT_S)
+                    _receive(connection)  # "returned"
                 for server in workers.servers.values():
                     server.release()
 
@@ -325,7 +358,7 @@ class BrokerClient:
         try:
             connection.settimeout(_GRANT_TIMEOUT_S)
             _send(connection, {"op": "lease", "roles": roles, "python": self.python,
-                               "policy": _policy_json(self.policy)})
+                               "policy": _policy_json(self.policy), "token": self.token})
             message, fds, _ = _receive(connection)
         except OSError:
             return None
@@ -347,9 +380,9 @@ class BrokerClient:
 
 
 def client_from_environment(python: str, policy: SandboxPolicy) -> BrokerClient | None:
-    """A client of the broker OPBOT_WARM_BROKER names, if any and not this process's own
-    (its owner uses its warm workers directly)."""
-    name = os.environ.get(BROKER_VARIABLE, "").strip()
+    """A client of the broker OPBOT_WARM_BROKER names ("NAME TOKEN"), if any and not this
+    process's own (its owner uses its warm workers directly)."""
+    name, _, token = os.environ.get(BROKER_VARIABLE, "").strip().partition(" ")
     if not name or len(name) > 100 or not name.isprintable() or name in _OWN_NAMES:
         return None
-    return BrokerClient(name, python, policy)
+    return BrokerClient(name, python, policy, token.strip())

@@ -3,18 +3,22 @@ with OPBOT_WARM_BROKER borrows its starter's servers; strangers and sandboxes ca
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from runners.sandbox import SandboxPolicy, run_isolated, sandbox_environment, sandbox_status
-from runners.warm_broker import BROKER_VARIABLE, Broker, BrokerClient
+from runners.warm_broker import BROKER_VARIABLE, Broker, BrokerClient, _policy_json
 from tests.support import CANDIDATES, REPO, CliRun
 
 pytestmark = pytest.mark.skipif(not sandbox_status().works,
@@ -72,41 +76,112 @@ def test_a_borrower_killed_mid_verification_leaves_nothing_behind(broker: Broker
 
 def test_every_set_busy_means_the_borrower_runs_cold(broker: Broker) -> None:
     policy = SandboxPolicy.from_environment()
-    first = BrokerClient(broker.name, sys.executable, policy)
-    second = BrokerClient(broker.name, sys.executable, policy)
+    first = BrokerClient(broker.name, sys.executable, policy, broker.token)
+    second = BrokerClient(broker.name, sys.executable, policy, broker.token)
     with first.lease({"reference": [RELU]}) as held:
         assert held is not None
         with second.lease({"reference": [RELU]}) as refused:
             assert refused is None
 
 
-def test_a_stranger_or_a_wrong_python_gets_nothing(broker: Broker) -> None:
+@pytest.mark.parametrize("asks", ["wrong python", "no token", "wrong token", "network",
+                                  "unsandboxed", "ill-typed policy", "no such broker"])
+def test_a_lease_asked_wrongly_is_refused(broker: Broker, asks: str) -> None:
     policy = SandboxPolicy.from_environment()
-    with BrokerClient(broker.name, "/usr/bin/python3-not-ours", policy).lease(
-            {"reference": [RELU]}) as lease:
+    name, python, token = broker.name, sys.executable, broker.token
+    if asks == "wrong python":
+        python = "/usr/bin/python3-not-ours"
+    elif asks == "no token":
+        token = ""
+    elif asks == "wrong token":
+        token = token[:-1] + ("0" if token[-1] != "0" else "1")
+    elif asks == "network":
+        policy = replace(policy, network=True)  # its sandbox could reach the socket
+    elif asks == "unsandboxed":
+        policy = replace(policy, allow_unsandboxed=True)
+    elif asks == "ill-typed policy":
+        policy = replace(policy, cpu_seconds="3600")  # type: ignore[arg-type]
+    elif asks == "no such broker":
+        name = "opbot-warm-no-such-broker"
+    before = broker.leases
+    with BrokerClient(name, python, policy, token).lease({"reference": [RELU]}) as lease:
         assert lease is None
-    with BrokerClient("opbot-warm-no-such-broker", sys.executable, policy).lease(
-            {"reference": [RELU]}) as lease:
-        assert lease is None
+    assert broker.leases == before
+
+
+def test_another_user_gets_nothing(broker: Broker) -> None:
     system_python = Path("/usr/bin/python3")  # one that user `nobody` may run
     if os.geteuid() != 0 or not system_python.is_file():
         pytest.skip("another user's process needs root and /usr/bin/python3 to start here")
     script = (
-        "import socket, sys\n"
+        "import json, socket\n"
         "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
         f"s.connect('\\0' + {broker.name!r})\n"
-        "s.send(b'{\"op\": \"lease\", \"roles\": [\"reference\"]}')\n"
-        "s.settimeout(10)\n"
         "try:\n"
+        f"    ask = {{'op': 'lease', 'roles': ['reference'], 'token': {broker.token!r}}}\n"
+        "    s.send(json.dumps(ask).encode())\n"
+        "    s.settimeout(10)\n"
         "    print(repr(s.recv(65536)))\n"
-        "except ConnectionResetError:\n"
-        "    print('reset')\n")
+        "except (ConnectionResetError, BrokenPipeError):\n"
+        "    print('closed')\n")
     before = broker.leases
     completed = subprocess.run([str(system_python), "-c", script], capture_output=True,
                                text=True, timeout=60, user=65534, group=65534, cwd="/",
                                check=False)
-    assert completed.stdout.strip() in ("b''", "reset"), (completed.stdout, completed.stderr)
+    assert completed.stdout.strip() in ("b''", "closed"), (completed.stdout, completed.stderr)
     assert broker.leases == before
+
+
+def test_a_child_left_running_at_the_end_of_a_lease_is_ended(broker: Broker,
+                                                             tmp_path: Path) -> None:
+    client = BrokerClient(broker.name, sys.executable, SandboxPolicy.from_environment(),
+                          broker.token)
+    with client.lease({"reference": [RELU]}) as lease:
+        assert lease is not None
+        child = lease.spawn("reference", log_path=tmp_path / "log",
+                            deadline=time.monotonic() + 60)
+        assert child is not None
+        pid = child.process.pid
+        assert Path(f"/proc/{pid}").exists()
+        # The borrower says it is done without ending its child.
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_garbled_return_restarts_the_servers(broker: Broker) -> None:
+    client = BrokerClient(broker.name, sys.executable, SandboxPolicy.from_environment(),
+                          broker.token)
+    with client.lease({"reference": [RELU]}) as lease:
+        assert lease is not None
+        before = _server_pid(lease.workers.servers["reference"])
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    connection.connect("\0" + broker.name)
+    with connection:
+        connection.send(json.dumps({"op": "lease", "roles": ["reference"],
+                                    "python": sys.executable, "token": broker.token,
+                                    "policy": _policy_json(SandboxPolicy.from_environment())}
+                                   ).encode())
+        connection.settimeout(120)
+        granted, ancillary, _, _ = connection.recvmsg(1 << 20, socket.CMSG_SPACE(64))
+        for _, _, data in ancillary:
+            for fd in struct.unpack(f"{len(data) // 4}i", data[:len(data) - len(data) % 4]):
+                os.close(fd)
+        assert json.loads(granted)["op"] == "granted"
+        connection.send(b"[" * 200_000)  # garbage for "done"
+    time.sleep(1)
+    with client.lease({"reference": [RELU]}) as lease:
+        assert lease is not None
+        after = _server_pid(lease.workers.servers["reference"])
+    assert after != before  # a new server
+
+
+def _server_pid(server: object) -> int:
+    """The pid behind a borrowed server's pidfd (its sandbox's bwrap)."""
+    pidfd = server._pidfd  # type: ignore[attr-defined]
+    info = Path(f"/proc/self/fdinfo/{pidfd}").read_text(encoding="ascii")
+    return int(next(line.split()[1] for line in info.splitlines() if line.startswith("Pid:")))
 
 
 def test_a_sandbox_cannot_reach_the_broker(broker: Broker, tmp_path: Path) -> None:
