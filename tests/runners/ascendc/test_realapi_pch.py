@@ -8,7 +8,6 @@ otherwise). Each check takes ~1 s with the PCH and ~5 s without; a build ~7-15 s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from runners.ascendc.realapi import pch as pch_module
 from runners.ascendc.realapi.pch import (
     SWITCH,
     PrecompiledHeader,
+    _digest,
     prepare_pch,
     real_header,
 )
@@ -289,14 +289,6 @@ def test_a_long_log_is_cut_in_the_same_place_with_the_pch_and_without(tmp_path: 
 
 
 # -- an attacker's view ----------------------------------------------------------------------
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def test_the_sandbox_cannot_write_the_pch(real_api: RealApi) -> None:
