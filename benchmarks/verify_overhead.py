@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bot.verification import verify_candidate
-from runners import warm
+from runners import warm, warm_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REF = ROOT / "tests" / "data" / "candidates" / "refs" / "softmax.py"
@@ -83,7 +83,7 @@ def _cold_and_warm(ref: Path, candidate: Path, repeat: int) -> tuple[float, floa
         _timed_verdict(ref, candidate)  # the warm-up: the servers start and import
         hot, warm_verdict = _median_run(ref, candidate, repeat)
     finally:
-        warm.close_shared()
+        warm_pool.close_shared()
     if warm_verdict != cold_verdict:
         sys.exit(f"warm and cold verdicts differ: {warm_verdict} / {cold_verdict}")
     print(f"verdict (cold and warm): {cold_verdict}")

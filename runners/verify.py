@@ -66,7 +66,8 @@ from runners.sandbox import (
     sandbox_environment,
     start_isolated,
 )
-from runners.warm import WarmChild, WarmLease, WarmPool, WarmWorkers, shared_workers, wanted
+from runners.warm import WarmChild, WarmLease, WarmPool, WarmWorkers
+from runners.warm_pool import shared_workers, wanted
 
 _MAX_SOURCE_BYTES = 2 * 1024 * 1024
 _REFERENCE_MAX_BYTES = 1 << 36  # the reference's cases: large, but not unbounded

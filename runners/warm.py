@@ -35,7 +35,6 @@ The server side runs as `python -m runners.warm ROLE CONTROL_FD`.
 from __future__ import annotations
 
 import array
-import atexit
 import contextlib
 import ctypes
 import importlib
@@ -70,7 +69,6 @@ from runners.sandbox import (
     release_child,
     remove_tree,
     sandbox_environment,
-    sandbox_status,
     start_isolated,
 )
 
@@ -470,8 +468,6 @@ class WarmWorkers:
         self._launcher.shutdown(wait=False)
 
 
-_shared: dict[tuple[str, SandboxPolicy], WarmWorkers] = {}
-_shared_lock = threading.Lock()
 _enabled = False
 
 
@@ -494,13 +490,10 @@ def warm_for_this_process() -> Iterator[None]:
         _enabled = before
 
 
-def wanted(warm: bool | None) -> bool:
-    """Whether a run_harness call goes warm: its argument, else this process's switch
-    (`enable()` or OPBOT_WARM_WORKERS=1) or a broker to borrow from (OPBOT_WARM_BROKER,
-    runners/warm_broker.py); never where bubblewrap cannot start."""
-    chosen = warm if warm is not None else (_enabled or os.environ.get(ENV_SWITCH) == "1"
-                                            or _broker_client(sys.executable, None) is not None)
-    return chosen and sandbox_status().works
+def switched_on() -> bool:
+    """This process's switch: `enable()` or OPBOT_WARM_WORKERS=1 (runners/warm_pool.py
+    decides with it which pool a verification uses)."""
+    return _enabled or os.environ.get(ENV_SWITCH) == "1"
 
 
 class WarmPool(Protocol):
@@ -509,35 +502,6 @@ class WarmPool(Protocol):
     def lease(self, readable: Mapping[str, Sequence[Path]]
               ) -> contextlib.AbstractContextManager[WarmLease | None]:
         ...
-
-
-def shared_workers(python: str, policy: SandboxPolicy | None) -> WarmPool:
-    """This process's warm workers for `python` and `policy`, stopped at exit; a broker's,
-    lent, where OPBOT_WARM_BROKER names one this process does not own."""
-    chosen = policy or SandboxPolicy.from_environment()
-    borrowed = _broker_client(python, chosen)
-    if borrowed is not None:
-        return borrowed
-    with _shared_lock:
-        key = (python, chosen)
-        if key not in _shared:
-            if not _shared:
-                atexit.register(close_shared)
-            _shared[key] = WarmWorkers(python, chosen)
-        return _shared[key]
-
-
-def _broker_client(python: str, policy: SandboxPolicy | None) -> WarmPool | None:
-    from runners.warm_broker import client_from_environment  # it builds on this module
-
-    return client_from_environment(python, policy or SandboxPolicy.from_environment())
-
-
-def close_shared() -> None:
-    with _shared_lock:
-        for workers in _shared.values():
-            workers.close()
-        _shared.clear()
 
 
 # -- the server's side (inside its sandbox) --------------------------------------------------

@@ -20,7 +20,8 @@ import pytest
 from runners.base import VerifyRequest, VerifyResult
 from runners.sandbox import SandboxPolicy, sandbox_status
 from runners.verify import run_harness
-from runners.warm import ENV_SWITCH, WarmWorkers, wanted
+from runners.warm import ENV_SWITCH, WarmWorkers
+from runners.warm_pool import wanted
 from tests.support import CANDIDATES, loopback_listener
 
 RELU = CANDIDATES / "refs" / "relu.py"
@@ -318,7 +319,8 @@ def test_servers_started_without_the_interpreter_switch_verify_alike(
 
 def test_the_offline_generator_runs_warm_with_the_cold_answer() -> None:
     from bot.agent.offline.run import generate_in_worker
-    from runners.warm import shared_workers, warm_for_this_process
+    from runners.warm import warm_for_this_process
+    from runners.warm_pool import shared_workers
 
     cold = generate_in_worker(RELU, op_name="relu", init_args=None, cases=[])
     workers = shared_workers(sys.executable, None)

@@ -15,7 +15,7 @@ from typing import Any
 
 import runners
 from bot.agent.offline.job import OfflineJob, OfflineResult
-from runners import warm
+from runners import warm, warm_pool
 from runners.base import CaseSpec
 from runners.sandbox import (
     ProcessOutcome,
@@ -46,7 +46,7 @@ def run_in_worker(backend: str, job: OfflineJob, *,
     """Run `job` through the named backend's offline generator in a sandboxed child: forked
     from this process's warm generator server where warm workers are on (runners/warm.py),
     else started cold."""
-    if warm.wanted(None):
+    if warm_pool.wanted(None):
         answered = _run_warm(backend, job, timeout_s)
         if answered is not None:
             return answered
@@ -87,7 +87,7 @@ def _result(data: bytes | None, outcome: ProcessOutcome, timeout_s: float) -> Of
 def _run_warm(backend: str, job: OfflineJob, timeout_s: float) -> OfflineResult | None:
     """The generator as a warm server's child; None where none could start (run it cold)."""
     deadline = time.monotonic() + timeout_s
-    workers = warm.shared_workers(sys.executable, None)
+    workers = warm_pool.shared_workers(sys.executable, None)
     root = Path(runners.__file__).resolve().parent.parent
     with private_workdir("opbot-generate-") as tmp, \
             workers.lease({warm.GENERATOR: [job.reference, root]}) as lease:
