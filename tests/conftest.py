@@ -110,6 +110,7 @@ SLOW_MODULES = frozenset({
     "tests/runners/ascendc/test_cpumodel_kernels.py",
     "tests/runners/ascendc/test_program_cache.py",
     "tests/runners/ascendc/test_real_api_every_kernel.py",
+    "tests/runners/ascendc/test_realapi_pch.py",
     "tests/runners/ascendc/test_realapi_typecheck.py",
     "tests/runners/ascendc/test_twin_hijack.py",
     "tests/runners/test_bench_harness.py",

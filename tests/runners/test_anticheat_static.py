@@ -951,7 +951,9 @@ def test_hostile_source_is_scanned_in_linear_time() -> None:
     start = time.perf_counter()
     findings = check_source(source)
     elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"{elapsed:.2f} s"
+    # Linear is the ratio below; this bound only catches a scan gone pathological (about
+    # 1 s on an idle 2-core machine, over 2 s on a loaded one).
+    assert elapsed < 10.0, f"{elapsed:.2f} s"
     checks_seen = {f.check for f in findings}
     assert {TORCH_OP, FALLBACK, STRUCTURE} <= checks_seen, summarize(findings)
     # twice the source, about twice the time (with room for noise): no quadratic term
