@@ -289,10 +289,10 @@ class BorrowedWorkers:
         self.forks = 0
 
     def restart(self, role: str) -> None:
-        server = self.servers.pop(role, None)
+        """Given up on for this lease; the broker restarts it when the lease ends."""
+        server = self.servers.get(role)
         if server is not None:
             server.stop()
-            self.servers[role] = server  # kept, broken: the broker restarts it later
 
     def broken(self) -> list[str]:
         return [role for role, server in self.servers.items() if server.broken]
