@@ -9,7 +9,6 @@ half a library. The cpudebug sources are compiled from the cache, never copied h
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -29,6 +28,7 @@ from runners.ascendc.realapi.sources import (
     cache_dir,
     declarations_header,
     prepare_real_api,
+    publish_folder,
 )
 
 CSRC = Path(__file__).resolve().with_name("csrc")
@@ -167,7 +167,7 @@ def _build_and_publish(final: Path, api: RealApi, timeout_s: float) -> None:
                             "(set OPBOT_CACHE_DIR to a writable folder)") from exc
     try:
         _build(building, api, timeout_s)
-        _publish(building, final)
+        publish_folder(building, final, lambda folder: (folder / _READY).is_file())
     finally:
         shutil.rmtree(building, ignore_errors=True)
 
@@ -175,20 +175,6 @@ def _build_and_publish(final: Path, api: RealApi, timeout_s: float) -> None:
 def build_library(timeout_s: float = 900) -> Path:
     """The cached static library's path (built first when missing)."""
     return prepare_library(timeout_s).archive
-
-
-def _publish(building: Path, final: Path) -> None:
-    try:
-        building.rename(final)
-    except OSError:
-        if (final / _READY).is_file():
-            return  # another process finished first
-        stale = final.with_name(f"{final.name}.stale-{os.getpid()}")
-        with contextlib.suppress(OSError):
-            final.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            building.rename(final)
 
 
 def _build(building: Path, api: RealApi, timeout_s: float) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runners.ascendc.realapi.sources import RealApi, cache_dir
+from runners.ascendc.realapi.sources import RealApi, cache_dir, publish_folder
 
 __all__ = ["BUILD_TIMEOUT_S", "HEADER", "SWITCH", "PrecompiledHeader", "invalidate_pch",
            "pch_enabled", "prepare_pch", "real_header"]
@@ -172,7 +172,7 @@ def _build_and_publish(final: Path, argv: list[str], header: Path, timeout_s: fl
     building = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
         if _build(building, argv, header, timeout_s):
-            _publish(building, final)
+            publish_folder(building, final, _ready)
     finally:
         shutil.rmtree(building, ignore_errors=True)
 
@@ -192,14 +192,3 @@ def _build(building: Path, argv: list[str], header: Path, timeout_s: float) -> b
     record = {"size": target.stat().st_size, "sha256": _digest(target)}
     (building / _READY).write_text(json.dumps(record) + "\n", encoding="utf-8")
     return True
-
-
-def _publish(building: Path, final: Path) -> None:
-    """Rename into place; a stale folder there (a marker dropped by invalidate_pch) goes."""
-    if final.exists():
-        stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
-        with contextlib.suppress(OSError):
-            final.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        building.rename(final)

@@ -21,6 +21,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,7 +235,7 @@ def prepare_real_api() -> RealApi:
                                  f" (set OPBOT_CACHE_DIR to a writable folder)") from exc
     try:
         _build(building, devkit, tools)
-        _publish(building, final)
+        publish_folder(building, final, _is_ready)
     except OSError as exc:  # a full disk, a read-only cache, a vanished source tree
         raise RealApiUnavailable(f"cannot prepare the real sources in {parent}: {exc}") from exc
     finally:
@@ -255,17 +256,18 @@ def _sweep_leftovers(parent: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def _publish(building: Path, final: Path) -> None:
-    """Rename the finished folder into place; losing the race to another process is fine,
-    and a half-built folder left by a crash is replaced."""
+def publish_folder(building: Path, final: Path, ready: Callable[[Path], bool]) -> None:
+    """Rename a finished cache folder into place (callers hold the folder's lock, or race
+    harmlessly): losing to another process that finished first (`ready(final)`) is fine,
+    and whatever else is there (a half-built folder left by a crash, one whose marker was
+    dropped) is replaced."""
     try:
         building.rename(final)
         return
     except OSError:
-        if _is_ready(final):
+        if ready(final):
             return  # another process finished first
-    # A leftover without the marker (a crash mid-way before this scheme, or a manual copy).
-    stale = final.with_name(final.name + f".stale-{os.getpid()}")
+    stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
     with contextlib.suppress(OSError):
         final.rename(stale)
         shutil.rmtree(stale, ignore_errors=True)
