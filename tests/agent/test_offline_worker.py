@@ -3,11 +3,18 @@ call for every backend, the backend's knobs passed as options."""
 
 from __future__ import annotations
 
+import pytest
+
 from bot.agent.offline.run import generate_in_worker
 from runners.ascendc.package import kernel_file_name
 from tests.support import REFS
 
 RELU = REFS / "kb_01_relu.py"
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPBOT_OFFLINE_CACHE", "0")  # the worker itself is under test
 
 
 def test_the_worker_runs_the_triton_generator() -> None:

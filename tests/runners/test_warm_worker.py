@@ -317,7 +317,9 @@ def test_servers_started_without_the_interpreter_switch_verify_alike(
 # -- the offline generator, warm ---------------------------------------------------------
 
 
-def test_the_offline_generator_runs_warm_with_the_cold_answer() -> None:
+def test_the_offline_generator_runs_warm_with_the_cold_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPBOT_OFFLINE_CACHE", "0")  # both answers traced, not kept
     from bot.agent.offline.run import generate_in_worker
     from runners.warm import warm_for_this_process
     from runners.warm_pool import shared_workers
@@ -333,9 +335,11 @@ def test_the_offline_generator_runs_warm_with_the_cold_answer() -> None:
     assert warm.aten_ops == cold.aten_ops
 
 
-def test_a_hostile_reference_in_the_warm_generator_leaves_nothing(tmp_path: Path) -> None:
+def test_a_hostile_reference_in_the_warm_generator_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The reference is user code and the generator runs it: its daemon dies with the
     generation, what it wrote is gone for the next one, and a hang meets the timeout."""
+    monkeypatch.setenv("OPBOT_OFFLINE_CACHE", "0")
     from bot.agent.offline.run import generate_in_worker
     from runners.warm import warm_for_this_process
 

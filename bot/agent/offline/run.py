@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import runners
+from bot.agent.offline import cache
 from bot.agent.offline.job import OfflineJob, OfflineResult
 from runners import warm, warm_pool
 from runners.base import CaseSpec
@@ -43,9 +44,21 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
 
 def run_in_worker(backend: str, job: OfflineJob, *,
                   timeout_s: float = GENERATOR_TIMEOUT_S) -> OfflineResult:
-    """Run `job` through the named backend's offline generator in a sandboxed child: forked
-    from this process's warm generator server where warm workers are on (runners/warm.py),
-    else started cold."""
+    """Run `job` through the named backend's offline generator in a sandboxed child, or
+    answer it from the cache of earlier answers (bot/agent/offline/cache.py)."""
+    key = cache.job_key(backend, job) if cache.switched_on() else None
+    kept = None if key is None else cache.fetch(key)
+    if kept is not None:
+        return kept
+    result = _generate(backend, job, timeout_s)
+    if key is not None:
+        cache.store(key, result)
+    return result
+
+
+def _generate(backend: str, job: OfflineJob, timeout_s: float) -> OfflineResult:
+    """The generator's answer from a sandboxed child: forked from this process's warm
+    generator server where warm workers are on (runners/warm.py), else started cold."""
     if warm_pool.wanted(None):
         answered = _run_warm(backend, job, timeout_s)
         if answered is not None:
