@@ -49,6 +49,7 @@ from runners.harness.wire import (
     Message,
     PeerClosedError,
     Reader,
+    UnrequestedError,
     WireError,
     WireTensor,
     encode,
@@ -140,6 +141,9 @@ class Worker:
     watch: list[IsolatedChild | WarmChild]
 
     def send(self, header: dict[str, Any], tensors: list[WireTensor] | None = None) -> None:
+        if self.reader.pending():
+            raise UnrequestedError("it sent a message before it was asked anything: code in "
+                                   "it wrote on the judge's channel")
         stdin = self.child.process.stdin
         assert stdin is not None
         send_until(stdin.fileno(), encode(header, tensors or []), self.deadline, self.watchdog)
@@ -510,6 +514,9 @@ class Judge:
             return JudgeStop(replace(_died(worker, str(exc)), case=case))
         who = "the reference" if worker.role == "reference" else "the candidate"
         check = "reference" if worker.role == "reference" else "crash"
+        if isinstance(exc, UnrequestedError):
+            return JudgeStop(Failure(check=check, message=f"{who}'s worker broke "
+                                     f"the protocol before {stage}: {exc}"))
         return JudgeStop(Failure(check=check, message=f"{who}'s worker sent a malformed "
                                  f"answer during {stage}: {exc}"))
 

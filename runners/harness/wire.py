@@ -48,6 +48,11 @@ class DeadlineError(WireError):
     """No complete message arrived before the deadline."""
 
 
+class UnrequestedError(WireError):
+    """The peer sent bytes before it was asked anything: the protocol is one answer per
+    request, so its code wrote on the channel (a forged answer, out of step with the judge)."""
+
+
 @dataclass
 class WireTensor:
     """A tensor as it travels: its values (C order), and what the sender said about it."""
@@ -147,6 +152,18 @@ class Reader:
                                       meta=item["meta"]))
             offset += item["nbytes"]
         return Message(header, tensors)
+
+    def pending(self) -> bool:
+        """Whether bytes are waiting that no request has asked for yet (buffered, or on the
+        channel now); a closed channel is not pending (the next read says it is closed)."""
+        if self._buffer:
+            return True
+        ready, _, _ = select.select([self.fd], [], [], 0)
+        if not ready:
+            return False
+        chunk = os.read(self.fd, _CHUNK)
+        self._buffer += chunk
+        return bool(chunk)
 
     def _take(self, count: int, deadline: float) -> bytes:
         while len(self._buffer) < count:

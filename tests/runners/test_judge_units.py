@@ -177,6 +177,27 @@ def test_a_silent_peer_meets_the_deadline() -> None:
         os.close(read_fd)
 
 
+def test_bytes_nobody_asked_for_are_pending_and_stay_readable() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        reader = Reader(read_fd)
+        assert not reader.pending()  # a quiet channel
+        os.write(write_fd, encode({"kind": "outputs"}, []))
+        assert reader.pending()
+        assert reader.pending()  # asking twice takes nothing away
+        assert reader.read(deadline=float("inf"), max_payload=10).kind == "outputs"
+        assert not reader.pending()
+        os.close(write_fd)
+        write_fd = -1
+        assert not reader.pending()  # closed is not pending: the next read says closed
+        with pytest.raises(WireError, match="closed"):
+            reader.read(deadline=float("inf"), max_payload=10)
+    finally:
+        if write_fd >= 0:
+            os.close(write_fd)
+        os.close(read_fd)
+
+
 def test_from_wire_copies_into_a_writable_tensor() -> None:
     back = from_wire(to_wire(torch.arange(6.0).reshape(2, 3)))
     back.add_(1)  # frombuffer on the message's own bytes would be read-only

@@ -6,16 +6,22 @@ Adding a backend = one package under bot/agent/backends/ and one line here; the 
 
 from __future__ import annotations
 
-from bot.agent.backends.ascendc import AscendCAgent
-from bot.agent.backends.base import AgentBackend
-from bot.agent.backends.triton import TritonAgent
+import importlib
+from typing import TYPE_CHECKING
+
 from bot.errors import BadInputError
 from bot.spec import DEFAULT_TARGETS
 
-_REGISTRY: dict[str, AgentBackend] = {
-    "triton": TritonAgent(),
-    "ascendc": AscendCAgent(),
+if TYPE_CHECKING:
+    from bot.agent.backends.base import AgentBackend
+
+# name -> (module, class): a backend is imported when first asked for, so a command that
+# only needs the names (`opbot event`, `--help`) does not import every backend's toolchain.
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "triton": ("bot.agent.backends.triton", "TritonAgent"),
+    "ascendc": ("bot.agent.backends.ascendc", "AscendCAgent"),
 }
+_loaded: dict[str, AgentBackend] = {}
 DEFAULT_BACKEND = DEFAULT_TARGETS[0]  # what an op.yaml without `targets` asks for
 
 
@@ -24,11 +30,13 @@ def backend_names() -> tuple[str, ...]:
 
 
 def get_backend(name: str) -> AgentBackend:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    if name not in _REGISTRY:
         raise BadInputError(f"unknown backend {name!r}: choose from "
-                            f"{', '.join(backend_names())}") from None
+                            f"{', '.join(backend_names())}")
+    if name not in _loaded:
+        module, attribute = _REGISTRY[name]
+        _loaded[name] = getattr(importlib.import_module(module), attribute)()
+    return _loaded[name]
 
 
 def parse_backends(text: str) -> list[str]:

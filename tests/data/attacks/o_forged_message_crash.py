@@ -1,9 +1,12 @@
-# expect: failed static_tamper
+# expect: failed crash
 # ref: o_relu
 # Attack A08: the candidate writes its own framed message on the worker's channel (the
 # descriptor the worker dup'ed stdout to) before the worker answers. Its "computed" record
 # holds two names equal in their first 60 characters with counts of unsortable types:
 # the judge's _guard_failures sorts (name[:60], count) pairs -> TypeError in the judge.
+# The real answer follows the forged one, so the judge finds bytes it never asked for
+# waiting before its next request: a `crash` at once (the static scan also flags os.write),
+# not the judge waiting out --timeout out of step with the worker.
 import json
 import os
 
