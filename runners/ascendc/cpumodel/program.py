@@ -3,22 +3,49 @@ C++ against the real devkit headers and linked with the CPU model library.
 
 The kernel is untrusted (a model wrote it), so g++ runs in opbot's sandbox; the package and
 the caches are only read there, the output folder is the only one written.
+
+Most of a legacy build is parsing kernel_operator.h in the kernel's translation unit, so
+g++ loads it from a precompiled header (runners/ascendc/realapi/pch.py, built outside the
+sandbox from trusted inputs, with exactly this build's flags, its folder searched first)
+where that cannot change what the build reads: the kernel starts with
+`#include "kernel_operator.h"`, the twin's unit does not include it, and no file of the
+package (or beside the twin) bears the name of a header the PCH read, which the package's
+-I folder would otherwise let shadow it. Otherwise (an ASC package, whose twin starts with
+other includes; switched off with OPBOT_REALAPI_PCH=0; not buildable) the build is as
+before. The log's include chains are completed alike with the PCH and without it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runners.ascendc.cpumodel import program_cache
 from runners.ascendc.cpumodel.errors import CpuModelError
-from runners.ascendc.cpumodel.library import LINK_LIBS, prepare_library
+from runners.ascendc.cpumodel.library import LINK_LIBS, Library, prepare_library
 from runners.ascendc.cpumodel.run import run_sandboxed
 from runners.ascendc.package import PackageError, read_manifest
 from runners.ascendc.parsers.compiler import Diagnostic, parse_gnu_output
 from runners.ascendc.realapi.names import INTRINSICS
+from runners.ascendc.realapi.pch import (
+    HEADER,
+    PrecompiledHeader,
+    invalidate_pch,
+    pch_headers,
+    prepare_pch,
+    real_header,
+)
+from runners.ascendc.realapi.typecheck import (
+    PCH_SUSPECT,
+    PCH_UNREADABLE,
+    complete_include_chains,
+    leading_include_line,
+)
 
 PROGRAM_NAME = "cpu_model_program"
 LEGACY_TWIN = "cpu_twin.cpp"
@@ -34,6 +61,8 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):\d+:\d+: error: (?:" + _OPEN
                          + r"(?P<a>\w+)" + _CLOSE + " was not declared|there are no arguments to "
                          + _OPEN + r"(?P<b>\w+)" + _CLOSE + ")", re.MULTILINE)
 _INTRINSIC_NAME = re.compile(r"^(?:v\w+|copy_\w+|set_\w+|get_\w+|conv_\w+|[a-z]+_[a-z0-9_]+)$")
+_HEAD_BYTES = 256 * 1024
+_MAX_SHADOW_FILES = 2000
 
 
 @dataclass
@@ -123,7 +152,25 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
                             diagnostics=parse_gnu_output(kept, user_files=user_files).diagnostics,
                             seconds=round(time.monotonic() - started, 2))
     readable = [folder, *library.readable(), *([twin.parent] if twin is not None else [])]
-    returncode, log = _compile(argv, out_dir, readable, timeout_s)
+    plan = _pch_plan(folder, twin, library)
+    pch = plan.prepare() if plan is not None else None
+    if plan is not None and pch is not None:
+        # Read-only inside, like everything but the output folder: a kernel cannot replace
+        # the .gch that the next build loads.
+        returncode, log = _compile(["g++", *plan.flags(pch), *argv[1:]], out_dir,
+                                   [*readable, pch.folder], timeout_s)
+        if PCH_SUSPECT.search(log):
+            # g++ stopped in a way a damaged .gch can cause (typecheck.py does the same):
+            # the build without it is the verdict; the PCH goes when it was to blame.
+            program.unlink(missing_ok=True)
+            retry = _compile(argv, out_dir, readable, timeout_s)
+            if PCH_UNREADABLE.search(log) or not PCH_SUSPECT.search(retry[1]):
+                invalidate_pch(pch)
+            returncode, log = retry
+    else:
+        returncode, log = _compile(argv, out_dir, readable, timeout_s)
+    if plan is not None:
+        log = plan.complete(log)
     ok = returncode == 0 and program.is_file()
     if ok and cached is not None and key is not None:
         program_cache.store(cached, key, program, log, folder)
@@ -136,6 +183,100 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     return ProgramBuild(ok=ok, program=program if ok else None, diagnostics=report.diagnostics,
                         log=log, unsupported=unsupported,
                         seconds=round(time.monotonic() - started, 2))
+
+
+@dataclass(frozen=True)
+class _PchPlan:
+    """How this build may use a PCH, and how its log's include chains are completed
+    (applied with the PCH and without, so both read the same)."""
+
+    library: Library
+    complete: Callable[[str], str]
+    shadowing: frozenset[str]  # _file_names of the folders this build searches
+
+    def prepare(self) -> PrecompiledHeader | None:
+        """kernel_operator.h's PCH, built with exactly the build's compile flags."""
+        compiler = shutil.which("g++")
+        if compiler is None:
+            return None
+        pch = prepare_pch(compiler, self.library.api, self.library.compile_flags())
+        return pch if pch is not None and self._unshadowed(pch) else None
+
+    def flags(self, pch: PrecompiledHeader) -> list[str]:
+        """Before the build's own flags: the PCH's folder, searched first."""
+        return [f"-I{pch.folder}"]
+
+    def _unshadowed(self, pch: PrecompiledHeader) -> bool:
+        """Whether no header the PCH was made from could be found elsewhere in this build."""
+        headers = pch_headers(pch)
+        return headers is not None and not (_suffixes(headers) & self.shadowing)
+
+
+def _pch_plan(folder: Path, twin: Path | None, library: Library) -> _PchPlan | None:
+    """A PCH's plan for this package, or None where one could change what g++ reads.
+    Made whether the PCH is switched on or not: the log is completed alike either way."""
+    try:
+        manifest = read_manifest(folder)
+    except (PackageError, OSError, ValueError, KeyError):
+        return None
+    if manifest.generation != "legacy":
+        return None  # the ASC twin's unit starts with other includes: no PCH can stand in
+    kernel = folder / manifest.kernel
+    own = twin or folder / LEGACY_TWIN
+    kernel_line = leading_include_line(_head(kernel))
+    header = real_header(library.api)
+    names = _file_names([folder, *([twin.parent] if twin is not None else [])])
+    if kernel_line is None or header is None or names is None or HEADER in _head(own):
+        return None  # (a twin naming the header: its unit would read the header too)
+    return _PchPlan(library, lambda log: complete_include_chains(
+        log, str(header), str(kernel), kernel_line), names)
+
+
+def _head(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _file_names(folders: Sequence[Path]) -> frozenset[str] | None:
+    """Every path suffix (name, parent/name, ...) of the files under `folders`, which a
+    header of the same name or relative path could be shadowed by; None when a folder
+    cannot be listed, or holds a link or too many files."""
+    names: set[str] = set()
+    count = 0
+    for top in folders:
+        try:
+            for root, dirs, files in os.walk(top, followlinks=False,
+                                             onerror=_raise):
+                for name in (*dirs, *files):
+                    path = Path(root) / name
+                    if path.is_symlink():
+                        return None
+                    if name in dirs:
+                        continue
+                    count += 1
+                    if count > _MAX_SHADOW_FILES:
+                        return None
+                    parts = path.relative_to(top).parts
+                    names.update("/".join(parts[index:]) for index in range(len(parts)))
+        except OSError:
+            return None
+    return frozenset(names)
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def _suffixes(headers: frozenset[str]) -> set[str]:
+    found: set[str] = set()
+    for header in headers:
+        for spelled in (header, os.path.normpath(header)):
+            parts = [part for part in spelled.split("/") if part]
+            found.update("/".join(parts[index:]) for index in range(len(parts)))
+    return found
 
 
 def _kept_programs(library_root: Path) -> Path:

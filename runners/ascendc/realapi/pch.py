@@ -11,6 +11,13 @@ It never changes a verdict: g++ uses a PCH only where it is valid (kernel_operat
 first include, no macro defined before it that the headers read, the same flags and the
 same compiler) and reads the header text otherwise. Whatever fails in building or finding
 it, the check runs as it did without one.
+
+Each PCH records which headers its build read (`pch_headers`), so a caller that searches
+more folders than the PCH's build did (the CPU model's build adds the package's) can tell
+whether one of them could hold a header of the same name.
+
+The CPU model's legacy builds (runners/ascendc/cpumodel/program.py) use a PCH of their own,
+made with their flags.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from pathlib import Path
 from runners.ascendc.realapi.sources import RealApi, cache_dir, publish_folder
 
 __all__ = ["BUILD_TIMEOUT_S", "HEADER", "SWITCH", "PrecompiledHeader", "invalidate_pch",
-           "pch_enabled", "prepare_pch", "real_header"]
+           "pch_enabled", "pch_headers", "prepare_pch", "real_header"]
 
 SWITCH = "OPBOT_REALAPI_PCH"  # 0: no PCH (to compare timings, or to debug)
 HEADER = "kernel_operator.h"
@@ -99,6 +106,18 @@ def invalidate_pch(pch: PrecompiledHeader) -> None:
         return  # not one of ours: never remove what this module did not make
     with contextlib.suppress(OSError):
         (final / _READY).unlink()
+
+
+def pch_headers(pch: PrecompiledHeader) -> frozenset[str] | None:
+    """The headers its build read (g++ -H), as g++ named them; None when not recorded."""
+    try:
+        recorded = json.loads((pch.folder.parent / _READY).read_text(encoding="utf-8"))
+        headers = recorded["headers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(headers, list) or not all(isinstance(item, str) for item in headers):
+        return None
+    return frozenset(headers)
 
 
 def real_header(api: RealApi) -> Path | None:
@@ -181,7 +200,7 @@ def _build(building: Path, argv: list[str], header: Path, timeout_s: float) -> b
     include = building / _INCLUDE
     include.mkdir()
     target = include / _GCH
-    command = [*argv, "-w", "-x", "c++-header", str(header), "-o", str(target)]
+    command = [*argv, "-w", "-H", "-x", "c++-header", str(header), "-o", str(target)]
     try:
         done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False,
                               cwd=building)
@@ -189,6 +208,11 @@ def _build(building: Path, argv: list[str], header: Path, timeout_s: float) -> b
         return False  # a timeout included: the check goes on without a PCH
     if done.returncode != 0 or not target.is_file():
         return False
-    record = {"size": target.stat().st_size, "sha256": _digest(target)}
+    # -H: one line a header read, "." per depth, then its name (stderr; nothing else there
+    # for a clean build but the headers' "Multiple include guards" advice).
+    text = done.stderr.decode("utf-8", errors="replace")
+    headers = sorted({line.lstrip(".")[1:] for line in text.splitlines()
+                      if line.startswith(".") and line.lstrip(".").startswith(" ")})
+    record = {"size": target.stat().st_size, "sha256": _digest(target), "headers": headers}
     (building / _READY).write_text(json.dumps(record) + "\n", encoding="utf-8")
     return True

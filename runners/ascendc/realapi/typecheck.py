@@ -56,9 +56,9 @@ _SKIPPED_FOLDERS = frozenset({".git", "build", "out", "__pycache__", "node_modul
 _REQUIRED_FROM = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+):\s+required from")
 # g++ could not load the .gch it chose (a truncated file), or crashed (a damaged one can
 # make cc1plus crash). Neither can be written by a kernel: its #error reads "error: #error".
-_PCH_UNREADABLE = re.compile(r"^\S+:\d+: fatal error: can(?:not|'t) read PCH file",
+PCH_UNREADABLE = re.compile(r"^\S+:\d+: fatal error: can(?:not|'t) read PCH file",
                              re.MULTILINE)
-_PCH_SUSPECT = re.compile(_PCH_UNREADABLE.pattern + r"|^(?:\S+: )?internal compiler error: "
+PCH_SUSPECT = re.compile(PCH_UNREADABLE.pattern + r"|^(?:\S+: )?internal compiler error: "
                           r"|^\S+:\d+:\d+: internal compiler error: ", re.MULTILINE)
 # How g++ prints where a header was included from: the first step, then each further one.
 _CHAIN_FIRST = "In file included from "
@@ -180,13 +180,13 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
             prepare_pch(compiler, api, pch_flags(api))
         check = _Check(tmp, kernel.name, compiler, api, include, timeout_s, line)
         result = check.run(pch)
-        if pch is None or not _PCH_SUSPECT.search(result.log):
+        if pch is None or not PCH_SUSPECT.search(result.log):
             return result
         # g++ stopped in a way a damaged .gch can cause (one damaged since this process
         # checked its digest: pch.py). The check without it is the verdict, whatever the
         # cause; the PCH goes when it was to blame.
         retry = check.run(None)
-        if _PCH_UNREADABLE.search(result.log) or not _PCH_SUSPECT.search(retry.log):
+        if PCH_UNREADABLE.search(result.log) or not PCH_SUSPECT.search(retry.log):
             invalidate_pch(pch)
         return retry
 
