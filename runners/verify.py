@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -486,6 +487,19 @@ class Judge:
             note += "; eager is torch_npu's own ops"
         return note
 
+    def sync_candidate(self) -> None:
+        """A last round trip with a fresh nonce. An honest worker answers it next; one whose
+        code wrote frames of its own is out of step (an answer of its own comes first, or
+        none carries the nonce), and a pass it may have forged is no pass."""
+        nonce = secrets.token_hex(16)
+        self._send(self.candidate, {"kind": "sync", "nonce": nonce})
+        answer = self._answer(self.candidate, 1 << 16, "sync")
+        if answer.kind != "synced" or answer.header.get("nonce") != nonce:
+            raise JudgeStop(Failure(check="crash", message=(
+                f"the candidate's worker is out of step with the judge: it answered "
+                f"{answer.kind[:40]!r} to the closing check, so code in it wrote messages of "
+                "its own on the judge's channel")))
+
     # -- answers ----------------------------------------------------------------------------
 
     def _answer(self, worker: Worker, max_payload: int, stage: str) -> Message:
@@ -850,6 +864,8 @@ def _judge(judge: Judge, request: VerifyRequest, deadline: float) -> VerifyResul
         timing = None
         if not failures and not findings and request.time_it:
             timing = judge.time_it(prepared)
+        if not failures:
+            judge.sync_candidate()
         verdict = judge.verdict(results, failures, timing)
     except JudgeStop as stop:
         # The case that was running when it stopped, so the feedback gives its shapes.

@@ -356,6 +356,8 @@ FILE_RULES: tuple[Rule, ...] = (
         "os.write", "os.dup", "os.dup2", "os.fstat", "os.pipe", "os.pipe2", "os.close",
         "os.closerange", "os.lseek", "os.set_blocking", "os.sendfile", "os.writev",
         "os.pwrite", "os.pread", "os.readv", "os.preadv", "os.pwritev", "os.truncate",
+        "os.eventfd", "os.eventfd_read", "os.eventfd_write", "os.splice",
+        "os.copy_file_range", "os.memfd_create", "os.posix_spawn", "os.posix_spawnp",
         "os.ftruncate", "os.stat", "os.lstat", "os.readlink", "os.symlink", "os.link",
         "os.mkfifo", "os.mknod", "os.unlink", "os.remove", "os.rename", "os.replace",
         "os.mkdir", "os.makedirs", "os.rmdir", "os.chmod", "os.chdir", "os.path", "pathlib",

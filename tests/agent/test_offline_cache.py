@@ -5,6 +5,7 @@ but the time taken."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -150,7 +151,8 @@ def test_unsupported_answers_are_kept(reference: Path) -> None:
     assert again.unsupported_ops == first.unsupported_ops
 
 
-@pytest.mark.parametrize("damage", ["not json", "an error kept", "wrong types", "huge"])
+@pytest.mark.parametrize("damage", ["not json", "an error kept", "wrong types", "huge",
+                                    "deep nesting", "a fifo"])
 def test_a_damaged_entry_is_not_an_answer(damage: str, reference: Path) -> None:
     (entry,) = _entries()
     if damage == "not json":
@@ -159,6 +161,11 @@ def test_a_damaged_entry_is_not_an_answer(damage: str, reference: Path) -> None:
         entry.write_text(json.dumps({"status": "error", "reason": "kept"}), encoding="utf-8")
     elif damage == "wrong types":
         entry.write_text(json.dumps(["status", "generated"]), encoding="utf-8")
+    elif damage == "deep nesting":  # json.loads: RecursionError, not a ValueError
+        entry.write_text("[" * 200_000, encoding="utf-8")
+    elif damage == "a fifo":  # would block a plain read for ever
+        entry.unlink()
+        os.mkfifo(entry)
     else:
         with entry.open("a", encoding="utf-8") as out:
             out.write(" " * (17 * 1024 * 1024))

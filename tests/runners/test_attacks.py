@@ -123,6 +123,21 @@ def test_attack_is_caught(candidate: Path) -> None:
     assert seconds <= TIMEOUT_S + VERDICT_SLACK_S, f"verdict after {seconds:.1f} s"
 
 
+def test_a_forged_last_answer_is_never_a_pass() -> None:
+    """The candidate forges the answer for the last case, after which the judge asks the
+    candidate nothing more: the closing round trip (a fresh nonce, echoed) finds the honest
+    answer where the echo should be: `crash`. (Some runs end as `timeout` instead, a failure
+    too: where the worker blocks then is not understood yet.)"""
+    candidate = ATTACKS / "cold" / "o_forged_last_answer.py"
+    _, ref = header(candidate)
+    # Cold, as `opbot verify` runs alone: the descriptors it writes to are a cold worker's.
+    run, _ = verify(reference(ref), candidate, timeout_s=10, allowed_s=10 + VERDICT_SLACK_S,
+                    env={"OPBOT_WARM_BROKER": ""})
+    checks = failed_checks(run)
+    assert checks & {"crash", "timeout"}, f"got {sorted(checks)}\n{describe(run)}"
+    assert all(not case["passed"] for case in run.json()["cases"][-1:]), describe(run)
+
+
 # -- class 7: hostile files in the worker's folder ------------------------------------------
 
 

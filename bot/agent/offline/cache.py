@@ -29,6 +29,7 @@ import bot
 import runners
 from bot.agent.offline.job import OfflineJob, OfflineResult
 from runners.ascendc.realapi.sources import cache_dir
+from runners.sandbox import read_untrusted
 
 _KEY_VERSION = b"opbot-offline-draft-1"
 _KEPT_ANSWERS = ("generated", "unsupported")
@@ -65,6 +66,20 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def stage(reference: Path, folder: Path) -> Path | None:
+    """A private copy of the reference in `folder` (same name), read once: what the key is
+    made of is what the generator traces. None where it cannot be read as a plain file."""
+    raw = read_untrusted(reference, _MAX_REFERENCE_BYTES)
+    if raw is None:
+        return None
+    copy = folder / reference.name
+    try:
+        copy.write_bytes(raw)
+    except OSError:
+        return None
+    return copy
+
+
 def job_key(backend: str, job: OfflineJob) -> str | None:
     """The job's key, or None when it cannot be cached (an unreadable or huge reference,
     arguments that are not plain JSON)."""
@@ -86,12 +101,12 @@ def job_key(backend: str, job: OfflineJob) -> str | None:
 def fetch(key: str) -> OfflineResult | None:
     """The kept answer for `key`, or None (none kept, or an entry that does not read)."""
     entry = folder() / f"{key}.json"
+    raw = read_untrusted(entry, _MAX_ENTRY_BYTES)  # never a link, a FIFO, or unbounded
+    if raw is None:
+        return None
     try:
-        if entry.is_symlink() or entry.stat().st_size > _MAX_ENTRY_BYTES:
-            return None
-        data = json.loads(entry.read_text(encoding="utf-8"))
-        result = OfflineResult.from_json(data)
-    except (OSError, ValueError, TypeError, AttributeError):
+        result = OfflineResult.from_json(json.loads(raw.decode("utf-8")))
+    except (ValueError, TypeError, AttributeError, RecursionError):
         return None
     if result.status not in _KEPT_ANSWERS:
         return None

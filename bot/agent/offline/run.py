@@ -10,6 +10,7 @@ import select
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,23 @@ def generate_in_worker(reference: Path, *, op_name: str, init_args: list[Any] | 
 def run_in_worker(backend: str, job: OfflineJob, *,
                   timeout_s: float = GENERATOR_TIMEOUT_S) -> OfflineResult:
     """Run `job` through the named backend's offline generator in a sandboxed child, or
-    answer it from the cache of earlier answers (bot/agent/offline/cache.py)."""
-    key = cache.job_key(backend, job) if cache.switched_on() else None
-    kept = None if key is None else cache.fetch(key)
-    if kept is not None:
-        return kept
-    result = _generate(backend, job, timeout_s)
-    if key is not None:
-        cache.store(key, result)
+    answer it from the cache of earlier answers (bot/agent/offline/cache.py). With the cache
+    the child traces a private copy of the reference, the bytes the key was made of: a file
+    changed meanwhile cannot leave its draft under the old bytes' key."""
+    if not cache.switched_on():
+        return _generate(backend, job, timeout_s)
+    with private_workdir("opbot-reference-") as staged:
+        copy = cache.stage(job.reference, staged)
+        key = None if copy is None else cache.job_key(backend, replace(job, reference=copy))
+        if copy is None or key is None:
+            return _generate(backend, job, timeout_s)
+        kept = cache.fetch(key)
+        if kept is not None:
+            return kept
+        result = _generate(backend, replace(job, reference=copy), timeout_s)
+    # What the user reads names their file, not the private copy.
+    result = replace(result, reason=result.reason.replace(str(copy), str(job.reference)))
+    cache.store(key, result)
     return result
 
 

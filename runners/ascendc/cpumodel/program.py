@@ -62,6 +62,8 @@ _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):\d+:\d+: error: (?:" + _OPEN
                          + _OPEN + r"(?P<b>\w+)" + _CLOSE + ")", re.MULTILINE)
 _INTRINSIC_NAME = re.compile(r"^(?:v\w+|copy_\w+|set_\w+|get_\w+|conv_\w+|[a-z]+_[a-z0-9_]+)$")
 _HEAD_BYTES = 256 * 1024
+# (Token pasting could spell any of them: a package that pastes builds without the PCH.)
+_SEARCH_PROBES = re.compile(r"has_include|include_next|gch|##")
 _MAX_SHADOW_FILES = 2000
 
 
@@ -226,10 +228,26 @@ def _pch_plan(folder: Path, twin: Path | None, library: Library) -> _PchPlan | N
     kernel_line = leading_include_line(_head(kernel))
     header = real_header(library.api)
     names = _file_names([folder, *([twin.parent] if twin is not None else [])])
-    if kernel_line is None or header is None or names is None or HEADER in _head(own):
+    if kernel_line is None or header is None or names is None or HEADER in _head(own) \
+            or _probes_the_search(folder):
         return None  # (a twin naming the header: its unit would read the header too)
     return _PchPlan(library, lambda log: complete_include_chains(
         log, str(header), str(kernel), kernel_line), names)
+
+
+def _probes_the_search(folder: Path) -> bool:
+    """Whether a file of the package could tell the PCH's folder is searched (and build
+    differently with it): __has_include, #include_next, the .gch named, token pasting; a
+    file too big to read cheaply counts as one that could."""
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        if path.stat().st_size > _HEAD_BYTES:
+            return True
+        joined = _head(path).replace("\\\r\n", "").replace("\\\n", "")  # spliced lines
+        if _SEARCH_PROBES.search(joined):
+            return True
+    return False
 
 
 def _head(path: Path) -> str:

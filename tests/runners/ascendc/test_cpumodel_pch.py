@@ -152,6 +152,13 @@ def test_a_package_file_named_like_a_header_keeps_the_pch_out(
     twin.write_text('#include "kernel_operator.h"\n' + twin.read_text(encoding="utf-8"))
     assert _pch_plan(legacy, None, prepare_library()) is None
     assert _pch_plan(_package(tmp_path, "asc", "asc"), None, prepare_library()) is None
+    # A file that could tell the PCH's folder is searched (from an outside attack).
+    for probe in ('#if __has_include("kernel_operator.h.gch")\n#error seen\n#endif\n',
+                  '#if __has_\\\ninclude("x.gch")\n#endif\n', "#define J(a, b) a##b\n",
+                  "#include_next <cstdint>\n"):
+        probing = _package(tmp_path, "legacy", f"probe{len(probe)}")
+        (probing / "probe.h").write_text(probe, encoding="utf-8")
+        assert _pch_plan(probing, None, prepare_library()) is None, probe
     seen = _recorded(monkeypatch)
     build_program(folder, tmp_path / "out")
     assert not any("realapi-pch" in item for item in seen[-1])
