@@ -552,6 +552,20 @@ def read_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
         os.close(fd)
 
 
+def read_head(path: Path, limit_bytes: int) -> str:
+    """The first `limit_bytes` of a regular file someone else wrote, as text (undecodable
+    bytes replaced); "" for a link, a FIFO, a device, a folder or a missing file."""
+    try:
+        fd = _open_untrusted(path)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(limit_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def read_untrusted(path: Path, limit_bytes: int) -> bytes | None:
     """The content of a regular file a child wrote (a result file in its work folder).
 

@@ -29,6 +29,7 @@ from runners.ascendc.parsers.msprof import (
     parse_pipe_utilization,
 )
 from runners.base import Timing
+from runners.sandbox import read_head
 
 PROFILE_FOLDER = "prof"  # the profile step's --output, relative to the package folder
 _RUN_FOLDERS = ("OPPROF_*", "PROF_*")  # msprof op / msopprof, and whole-application msprof
@@ -133,11 +134,7 @@ def _files(runs: Sequence[Path], pattern: str) -> Iterator[Path]:
 
 
 def _read(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            return handle.read(_MAX_CSV_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    return read_head(path, _MAX_CSV_BYTES)
 
 
 def bench_timing(output: str, device: str) -> Timing | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from bot.agent.offline import cache
 from bot.agent.offline.job import OfflineJob
 from bot.agent.offline.run import run_in_worker
 from runners.base import CaseSpec, InputCase
+from runners.warm import warm_for_this_process
 from tests.support import REFS
 
 MARK = "# kept in the cache"
@@ -46,6 +48,14 @@ def reference(seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     path.parent.mkdir()
     shutil.copy(REFS / "kb_01_relu.py", path)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _warm() -> Iterator[None]:
+    """Drafts (and verifications) fork from this test process's warm servers, as in
+    `opbot serve`, instead of a cold process each."""
+    with warm_for_this_process():
+        yield
 
 
 def _job(reference: Path, **changes: object) -> OfflineJob:
@@ -126,6 +136,30 @@ def test_a_reference_that_cannot_be_hashed_is_not_cached(reference: Path,
     link.symlink_to(reference)
     assert cache.job_key("triton", _job(link)) is None
     assert cache.job_key("triton", _job(tmp_path / "missing.py")) is None
+
+
+def test_a_reference_changed_during_the_trace_cannot_leave_its_draft(
+        reference: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator traces a private copy of the bytes the key was made of: a file
+    rewritten in place meanwhile (from an outside attack) changes neither the draft nor
+    what is kept under the key."""
+    from bot.agent.offline import run as offline_run
+
+    for entry in _entries():
+        entry.unlink()
+    traced = offline_run._generate
+
+    def rewritten_meanwhile(backend: str, job: OfflineJob, timeout_s: float) -> object:
+        reference.write_text((REFS / "kb_04_swish.py").read_text(encoding="utf-8"),
+                             encoding="utf-8")
+        return traced(backend, job, timeout_s)
+
+    monkeypatch.setattr(offline_run, "_generate", rewritten_meanwhile)
+    first = run_in_worker("triton", _job(reference))
+    assert first.aten_ops == ["relu"], first.aten_ops  # the bytes that were hashed
+    shutil.copy(REFS / "kb_01_relu.py", reference)
+    monkeypatch.setattr(offline_run, "_generate", traced)
+    assert run_in_worker("triton", _job(reference)).aten_ops == ["relu"]
 
 
 def test_errors_are_not_kept(reference: Path) -> None:

@@ -10,7 +10,7 @@ benchmarks/repair/floors.json ("ci"). A drop means the feedback stopped naming a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -31,6 +31,7 @@ from benchmarks.repair.runner import (
 )
 from benchmarks.repair.table import below_floor, load_floors, rates, render_trials
 from runners.ascendc.cpu_verify import SWITCH
+from runners.warm import warm_for_this_process
 from tests.support import require_cpu_model
 
 pytestmark = pytest.mark.slow
@@ -42,6 +43,14 @@ def _assert_floors(trials: Sequence[Trial]) -> None:
     assert all(trial.repaired for trial in trials if trial.named), shown
     problems = below_floor(rates(trials), load_floors("ci"))
     assert not problems, "\n".join([*problems, shown])
+
+
+@pytest.fixture(autouse=True)
+def _warm() -> Iterator[None]:
+    """Drafts and verifications fork from this test process's warm servers, as in `opbot
+    serve`, instead of a cold process each."""
+    with warm_for_this_process():
+        yield
 
 
 def _run(plan: Plan) -> list[Trial]:

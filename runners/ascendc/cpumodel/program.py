@@ -46,6 +46,7 @@ from runners.ascendc.realapi.typecheck import (
     complete_include_chains,
     leading_include_line,
 )
+from runners.sandbox import read_head
 
 PROGRAM_NAME = "cpu_model_program"
 LEGACY_TWIN = "cpu_twin.cpp"
@@ -251,11 +252,7 @@ def _probes_the_search(folder: Path) -> bool:
 
 
 def _head(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            return handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    return read_head(path, _HEAD_BYTES)
 
 
 def _file_names(folders: Sequence[Path]) -> frozenset[str] | None:

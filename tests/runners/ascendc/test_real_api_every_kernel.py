@@ -8,6 +8,7 @@ Skipped, with the reason, only where the real sources are absent (a checkout wit
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,18 @@ import pytest
 from bot.agent.offline.run import generate_in_worker
 from bot.agent.package import write_files
 from bot.spec import load_spec
+from runners.warm import warm_for_this_process
 from tests.support import EXAMPLES
 
 GENERATIONS = ("legacy", "asc")
+
+
+@pytest.fixture(autouse=True)
+def _warm() -> Iterator[None]:
+    """Drafts (and verifications) fork from this test process's warm servers, as in
+    `opbot serve`, instead of a cold process each."""
+    with warm_for_this_process():
+        yield
 
 
 def _require_real_api() -> None:
