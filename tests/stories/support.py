@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runners.warm_broker import BROKER_VARIABLE
 from tests.fake_llm import ScriptedLLM, Step, reply
 from tests.fakeforge import FakeForge, FakeServer
 from tests.fakeforge.gitstore import Push
@@ -158,9 +159,15 @@ class Story:
                 + "\n".join(self.log_lines(r"^(?!INFO: .*/healthz)")[-60:]))
 
 
-def serve_env(fake: FakeForge, llm: ScriptedLLM | None) -> dict[str, str]:
-    """`opbot serve`'s environment as an operator writes it: tokens and URLs, no login."""
+def serve_env(fake: FakeForge, llm: ScriptedLLM | None, *,
+              own_warm_servers: bool = False) -> dict[str, str]:
+    """`opbot serve`'s environment as an operator writes it: tokens and URLs, no login.
+    Its generation steps borrow the test process's warm servers (tests/conftest.py
+    warm_broker), as e2e's do; with `own_warm_servers`, serve starts its own broker, as in
+    production (the op-request story keeps that path covered)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPBOT_")}
+    if not own_warm_servers and os.environ.get(BROKER_VARIABLE):
+        env[BROKER_VARIABLE] = os.environ[BROKER_VARIABLE]
     env.update({"OPBOT_GITHUB_URL": fake.github_url, "OPBOT_GITHUB_TOKEN": fake.token,
                 "OPBOT_GITLAB_URL": fake.gitlab_url, "OPBOT_GITLAB_TOKEN": fake.token,
                 "OPBOT_GIT_EMAIL": fake.state.users[fake.bot].email,
@@ -185,15 +192,16 @@ def arrange(fake: FakeForge, policy: str | None = None) -> None:
 
 @contextmanager
 def story(server: FakeServer, tmp_path: Path, front: Front, *,
-          llm_steps: list[Step] | None = None, policy: str | None = None) -> Iterator[Story]:
+          llm_steps: list[Step] | None = None, policy: str | None = None,
+          own_warm_servers: bool = False) -> Iterator[Story]:
     """A fresh fake (GitHub: the bot is an App), `opbot serve` subscribed to it; on the
     way out the stream must be quiet, and the fake honest."""
     fake = FakeForge(server, tmp_path / "forge", app="opbot" if front == "github" else None)
     arrange(fake, policy)
     llm = ScriptedLLM(llm_steps).__enter__() if llm_steps is not None else None
     log = tmp_path / "serve.log"
-    bot = start_serve("--state-dir", str(tmp_path / "state"), env=serve_env(fake, llm),
-                      log=log, secret=SECRET)
+    env = serve_env(fake, llm, own_warm_servers=own_warm_servers)
+    bot = start_serve("--state-dir", str(tmp_path / "state"), env=env, log=log, secret=SECRET)
     fake.subscribe(front, f"{bot.url}/webhook/{front}", SECRET)
     told = Story(front, fake, bot, llm, log)
     try:

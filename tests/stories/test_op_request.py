@@ -24,7 +24,9 @@ class Requested:
 @pytest.fixture(scope="module")
 def requested(server: FakeServer, front: Front,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Requested]:
-    with story(server, tmp_path_factory.mktemp(f"op-request-{front}"), front) as told:
+    # Serve starts its own warm servers here, as in production (the other stories borrow).
+    with story(server, tmp_path_factory.mktemp(f"op-request-{front}"), front,
+               own_warm_servers=True) as told:
         issue = told.request_op()
         yield Requested(told, issue, told.settle())
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,15 +50,15 @@ def _require_compiler() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealApi]:
-    """The real sources prepared once for this module, in a cache of its own."""
+def real_api() -> RealApi:
+    """The real sources, prepared in opbot's cache as every check finds them (with the PCH
+    the rest of the suite builds once; test_realapi_pch.py damages PCHs in a cache of its
+    own, and the preparation itself is tested below in fresh caches)."""
     status = real_api_status()
     if not status.available:
         pytest.skip(f"the real Ascend C sources are not here: {status.reason}")
     _require_compiler()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OPBOT_CACHE_DIR", str(tmp_path_factory.mktemp("opbot-cache")))
-        yield prepare_real_api()
+    return prepare_real_api()
 
 
 def _errors(result: TypecheckResult) -> list[str]:
