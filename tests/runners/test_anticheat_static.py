@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import sys
 import textwrap
 import time
@@ -945,24 +946,35 @@ def hostile_source(attributes: int = 4200, helpers: int = 150, chain: int = 600,
     return "\n".join(parts) + "\n"
 
 
+def _scan_seconds(source: str) -> float:
+    """The best of three scans in this thread's CPU time, with the collector off: on a test
+    worker's large heap a full collection landing in one scan (not the scan itself) once
+    made the ratio below 5x, in wall time and in CPU time alike."""
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(3):
+            start = time.thread_time()
+            check_source(source)
+            best = min(best, time.thread_time() - start)
+    finally:
+        gc.enable()
+    return best
+
+
 def test_hostile_source_is_scanned_in_linear_time() -> None:
     source = hostile_source()
     assert 90_000 < len(source) < 150_000
-    # This thread's CPU time, not wall time: on a loaded machine (three test workers on two
-    # cores) wall time measured the scheduler, and the ratio once came out at 5x.
-    start = time.thread_time()
     findings = check_source(source)
-    elapsed = time.thread_time() - start
+    checks_seen = {f.check for f in findings}
+    assert {TORCH_OP, FALLBACK, STRUCTURE} <= checks_seen, summarize(findings)
+    elapsed = _scan_seconds(source)
     # Linear is the ratio below; this bound only catches a scan gone pathological (about
     # 1 s on a 2-core machine).
     assert elapsed < 10.0, f"{elapsed:.2f} s"
-    checks_seen = {f.check for f in findings}
-    assert {TORCH_OP, FALLBACK, STRUCTURE} <= checks_seen, summarize(findings)
     # twice the source, about twice the time (with room for noise): no quadratic term
     double = hostile_source(attributes=8400, helpers=300, chains=6)
-    start = time.thread_time()
-    check_source(double)
-    assert time.thread_time() - start < 4 * max(elapsed, 0.05)
+    assert _scan_seconds(double) < 4 * max(elapsed, 0.05)
 
 
 def test_deadline_in_the_past_stops_at_once() -> None:
