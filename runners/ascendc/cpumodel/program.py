@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners.ascendc.cpumodel import program_cache
+from runners.ascendc.cpumodel import program_cache, twin_cache
 from runners.ascendc.cpumodel.errors import CpuModelError
 from runners.ascendc.cpumodel.library import LINK_LIBS, Library, prepare_library
 from runners.ascendc.cpumodel.run import run_sandboxed
@@ -157,6 +157,19 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     readable = [folder, *library.readable(), *([twin.parent] if twin is not None else [])]
     plan = _pch_plan(folder, twin, library)
     pch = plan.prepare() if plan is not None else None
+    deadline = time.monotonic() + timeout_s
+    twin_log = ""
+    if not sources[0].startswith("-"):  # legacy: the twin is a unit of its own
+        twin_object, failed_log = _twin_object(folder, Path(sources[0]), library, out_dir,
+                                               readable=readable, timeout_s=timeout_s)
+        if twin_object is not None:
+            argv = [str(twin_object) if item == sources[0] else item for item in argv]
+        elif failed_log is not None:
+            # The kernel's own diagnostics after the twin's, as one g++ run gave both.
+            twin_log = failed_log
+            argv = ["g++", *library.compile_flags(), f"-I{folder}", "-c", sources[1], "-o",
+                    str(out_dir / _KERNEL_OBJECT)]
+        timeout_s = max(1.0, deadline - time.monotonic())
     if plan is not None and pch is not None:
         # Read-only inside, like everything but the output folder: a kernel cannot replace
         # the .gch that the next build loads.
@@ -172,8 +185,11 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
             returncode, log = retry
     else:
         returncode, log = _compile(argv, out_dir, readable, timeout_s)
+    log = twin_log + log
     if plan is not None:
         log = plan.complete(log)
+    for leftover in _TWIN_OUTPUTS:
+        (out_dir / leftover).unlink(missing_ok=True)
     ok = returncode == 0 and program.is_file()
     if ok and cached is not None and key is not None:
         program_cache.store(cached, key, program, log, folder)
@@ -186,6 +202,41 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     return ProgramBuild(ok=ok, program=program if ok else None, diagnostics=report.diagnostics,
                         log=log, unsupported=unsupported,
                         seconds=round(time.monotonic() - started, 2))
+
+
+_TWIN_OBJECT = "cpu_twin.o"
+_TWIN_DEPENDENCIES = "cpu_twin.d"
+_KERNEL_OBJECT = "kernel.o"
+_TWIN_OUTPUTS = (_TWIN_OBJECT, _TWIN_DEPENDENCIES, _KERNEL_OBJECT)
+
+
+def _twin_object(folder: Path, twin: Path, library: Library, out_dir: Path, *,
+                 readable: list[Path], timeout_s: float) -> tuple[Path | None, str | None]:
+    """The legacy twin compiled on its own (kept in twin_cache.py for the next kernel of
+    the same package): (its object, None); (None, g++'s log) when it does not compile;
+    (None, None) when it cannot be tried, and the build compiles it beside the kernel."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        return None, None
+    folders = [folder] if twin.parent == folder else [folder, twin.parent]
+    flags = [*library.compile_flags(), f"-I{folder}"]
+    # The package's folder by its place in `folders`, not its path: the next one differs.
+    key = twin_cache.twin_key(twin, folders, [*library.compile_flags(), "-I{folder0}"],
+                              compiler)
+    target = out_dir / _TWIN_OBJECT
+    kept = _kept_twins(library.root)
+    if key is not None and twin_cache.fetch(kept, key, folders, target):
+        return target, None
+    dependencies = out_dir / _TWIN_DEPENDENCIES
+    returncode, log = _compile(["g++", *flags, "-c", str(twin), "-MD", "-MF",
+                                str(dependencies), "-o", str(target)], out_dir, readable,
+                               timeout_s)
+    if returncode != 0 or not target.is_file():
+        target.unlink(missing_ok=True)
+        return None, log
+    if key is not None:
+        twin_cache.store(kept, key, folders, target, dependencies)
+    return target, None
 
 
 @dataclass(frozen=True)
@@ -297,6 +348,11 @@ def _suffixes(headers: frozenset[str]) -> set[str]:
 def _kept_programs(library_root: Path) -> Path:
     """Kept programs, beside the library they were linked with."""
     return library_root.parent / f"{library_root.name}-programs"
+
+
+def _kept_twins(library_root: Path) -> Path:
+    """Kept twin objects, beside the library they are linked with."""
+    return library_root.parent / f"{library_root.name}-twins"
 
 
 def _compile(argv: list[str], cwd: Path, readable: list[Path], timeout_s: float

@@ -47,21 +47,23 @@ def _independent_check(reference_path: Path, kernel_path: Path) -> None:
     reference = _load(reference_path, f"ref_{stem}")
     kernel = _load(kernel_path, f"kernel_{stem}")
     init = reference.get_init_inputs() if hasattr(reference, "get_init_inputs") else []
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        model = reference.Model(*init)
-        torch.manual_seed(seed)
-        candidate = kernel.ModelNew(*init)
-        inputs = reference.get_inputs()
-        with torch.no_grad():
-            expected = _flatten(model(*inputs))
-            actual = _flatten(candidate(*inputs))
-        assert len(actual) == len(expected)
-        for got, want in zip(actual, expected, strict=True):
-            assert got.dtype == want.dtype
-            # KernelBench-like tolerances: 1e-4 in float32, a few half-precision ulps below it.
-            tolerance = 1e-4 if got.dtype in (torch.float32, torch.float64) else 2e-3
-            torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+    # One draw of the reference's own inputs: the harness has already compared several
+    # cases and fresh values; this is a second opinion outside it (on the interpreter, a
+    # draw costs up to seconds a case).
+    torch.manual_seed(0)
+    model = reference.Model(*init)
+    torch.manual_seed(0)
+    candidate = kernel.ModelNew(*init)
+    inputs = reference.get_inputs()
+    with torch.no_grad():
+        expected = _flatten(model(*inputs))
+        actual = _flatten(candidate(*inputs))
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected, strict=True):
+        assert got.dtype == want.dtype
+        # KernelBench-like tolerances: 1e-4 in float32, a few half-precision ulps below it.
+        tolerance = 1e-4 if got.dtype in (torch.float32, torch.float64) else 2e-3
+        torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("reference", sorted(REFS.glob("*.py")), ids=lambda path: path.stem)

@@ -1,9 +1,14 @@
 """Built CPU programs are kept by what went into them (runners/ascendc/cpumodel/
 program_cache.py): the same package is compiled once, any change to it builds again, and a
-package the key cannot cover (a link, a special file) is never served from the cache."""
+package the key cannot cover (a link, a special file) is never served from the cache.
+
+A legacy twin's object is kept by what its unit read (twin_cache.py): another kernel of the
+same package links the kept one; a changed header the twin reads, a new file that could
+shadow one, or a kept file changed since, compile it again."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -11,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from runners.ascendc.cpumodel import build_program, cpu_model_status, program_cache
+from runners.ascendc.cpumodel import program as program_module
+from runners.ascendc.cpumodel.run import run_program
+from runners.ascendc.cpumodel.twin_cache import read_dependencies
 from tests.support import DATA
 
 STATUS = cpu_model_status()
@@ -23,6 +31,8 @@ def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A cache of this test's own (the library stays where it was built)."""
     kept = tmp_path / "kept"
     monkeypatch.setattr("runners.ascendc.cpumodel.program._kept_programs", lambda _root: kept)
+    monkeypatch.setattr("runners.ascendc.cpumodel.program._kept_twins",
+                        lambda _root: tmp_path / "twins")
     return kept
 
 
@@ -76,3 +86,125 @@ def test_a_failed_build_is_not_kept(cache: Path, tmp_path: Path) -> None:
     built = build_program(broken, tmp_path / "out-a")
     assert not built.ok
     assert not cache.exists() or not list(cache.iterdir())
+
+
+# -- the twin's object -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def twin_compiles(cache: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The g++ runs that compile a twin on its own (the programs themselves never kept)."""
+    monkeypatch.setattr(program_cache, "fetch", lambda *_args: None)
+    seen: list[list[str]] = []
+    compile_ = program_module._compile
+
+    def recording(argv: list[str], *args: object) -> tuple[int | None, str]:
+        if "-MD" in argv:  # the twin's compile lists what it read
+            seen.append(list(argv))
+        return compile_(argv, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(program_module, "_compile", recording)
+    return seen
+
+
+def _edit_kernel(folder: Path, old: str, new: str) -> None:
+    kernel = next(folder.glob("*_kernel.cpp"))
+    text = kernel.read_text(encoding="utf-8")
+    assert old in text
+    kernel.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _relu_of(program: Path, tmp_path: Path) -> list[float]:
+    """The program's relu of a few values, run on the CPU model."""
+    import numpy as np
+
+    values = np.array([-2.0, -0.5, 0.0, 0.5, 3.0] * 8, dtype=np.float32)
+    tmp_path.mkdir()
+    (tmp_path / "in0.bin").write_bytes(values.tobytes())
+    run = run_program(program, dtype="float32", inputs=[tmp_path / "in0.bin"],
+                      outputs=[tmp_path / "out0.bin"], elements=values.size, cores=2)
+    assert run.ok, run.log[-2000:]
+    return [float(item) for item in
+            np.frombuffer((tmp_path / "out0.bin").read_bytes(), dtype=np.float32)]
+
+
+def test_another_kernel_of_the_package_links_the_kept_twin(twin_compiles: list[list[str]],
+                                                           tmp_path: Path) -> None:
+    first = build_program(_copy(tmp_path, "a"), tmp_path / "out-a")
+    assert first.ok, first.log[-2000:]
+    assert len(twin_compiles) == 1
+    changed = _copy(tmp_path, "b")
+    _edit_kernel(changed, "AscendC::Relu(", "AscendC::Abs(")  # a wrong kernel, same twin
+    second = build_program(changed, tmp_path / "out-b")
+    assert second.ok, second.log[-2000:]
+    assert len(twin_compiles) == 1  # linked the kept object
+    assert sorted(path.name for path in (tmp_path / "out-b").iterdir()) == ["cpu_model_program"]
+    assert first.program is not None
+    assert second.program is not None
+    relu = _relu_of(first.program, tmp_path / "run-a")
+    absolute = _relu_of(second.program, tmp_path / "run-b")
+    assert relu[:5] == [0.0, 0.0, 0.0, 0.5, 3.0]
+    assert absolute[:5] == [2.0, 0.5, 0.0, 0.5, 3.0]  # the new kernel, not the kept program
+
+
+def test_what_the_twin_reads_changing_compiles_it_again(twin_compiles: list[list[str]],
+                                                        tmp_path: Path) -> None:
+    build_program(_copy(tmp_path, "a"), tmp_path / "out-a")
+    assert len(twin_compiles) == 1
+    # The tiling header the twin includes.
+    tiling = _copy(tmp_path, "b")
+    header = next(tiling.glob("*_tiling.h"))
+    header.write_text(header.read_text(encoding="utf-8") + "\n// changed\n", encoding="utf-8")
+    assert build_program(tiling, tmp_path / "out-b").ok
+    assert len(twin_compiles) == 2
+    # A new file where the twin's includes are searched: the package's own tikicpulib.h
+    # comes before the library's for the twin beside it, so the kept object (built with
+    # the library's) cannot stand.
+    shadowing = _copy(tmp_path, "c")
+    (shadowing / "tikicpulib.h").write_text("#error the package's own tikicpulib.h\n",
+                                            encoding="utf-8")
+    shadowed = build_program(shadowing, tmp_path / "out-c")
+    assert not shadowed.ok
+    assert "the package's own tikicpulib.h" in shadowed.log
+    assert len(twin_compiles) == 3
+
+
+def test_a_kept_twin_whose_files_changed_is_not_used(twin_compiles: list[list[str]],
+                                                     tmp_path: Path) -> None:
+    build_program(_copy(tmp_path, "a"), tmp_path / "out-a")
+    entry = next((tmp_path / "twins").iterdir())
+    recorded = json.loads((entry / "read.json").read_text(encoding="utf-8"))
+    assert any(item["path"].endswith("_tiling.h") for item in recorded)
+    assert any(item["path"].endswith("tikicpulib.h") for item in recorded)
+    # Tampered with since (or a digest that no longer matches): compiled again, not trusted.
+    for item in recorded:
+        if item["path"].endswith("_tiling.h"):
+            item["sha256"] = "0" * 64
+    (entry / "read.json").write_text(json.dumps(recorded), encoding="utf-8")
+    assert build_program(_copy(tmp_path, "b"), tmp_path / "out-b").ok
+    assert len(twin_compiles) == 2
+
+
+def test_a_twin_that_fails_on_its_own_builds_as_before(twin_compiles: list[list[str]],
+                                                       tmp_path: Path) -> None:
+    """The twin's own errors come in the one log of the combined build, the kernel's too."""
+    broken = _copy(tmp_path, "a")
+    header = next(broken.glob("*_tiling.h"))
+    header.write_text(header.read_text(encoding="utf-8") + "\nint broken = ;\n",
+                      encoding="utf-8")
+    _edit_kernel(broken, "AscendC::Relu(", "AscendC::NoSuchRelu(")
+    built = build_program(broken, tmp_path / "out-a")
+    assert not built.ok
+    assert "NoSuchRelu" in built.log
+    assert "int broken = ;" in built.log or "expected primary-expression" in built.log
+    assert not (tmp_path / "twins").exists() or not list((tmp_path / "twins").iterdir())
+
+
+@pytest.mark.parametrize(("text", "paths"), [
+    ("t.o: /a/b.cpp /x/y.h \\\n /z/w.h\n", ["/a/b.cpp", "/x/y.h", "/z/w.h"]),
+    ("t.o: /a/with\\ space.h /b/dollar$$.h /c/hash\\#.h\n",
+     ["/a/with space.h", "/b/dollar$.h", "/c/hash#.h"]),
+    ("no rule here\n", []),
+])
+def test_the_dependency_list_is_read_with_its_escapes(text: str, paths: list[str]) -> None:
+    assert read_dependencies(text) == paths
