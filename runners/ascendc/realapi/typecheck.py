@@ -64,8 +64,7 @@ PCH_SUSPECT = re.compile(PCH_UNREADABLE.pattern + r"|^(?:\S+: )?internal compile
 _CHAIN_FIRST = "In file included from "
 _CHAIN_NEXT = " " * 17 + "from "
 # A kernel's first line of code when a PCH can stand for it.
-_LEADING_INCLUDE = re.compile(r'#\s*include\s*(?:"kernel_operator\.h"|<kernel_operator\.h>)'
-                              r"\s*(?://.*|/\*.*?\*/\s*)?$")
+_LEADING_INCLUDE = r'#\s*include\s*(?:"{name}"|<{name}>)\s*(?://.*|/\*.*?\*/\s*)?$'
 _HEAD_BYTES = 256 * 1024  # how much of a kernel is read to find its first include
 _DIAG_HEAD = re.compile(r"^(?P<file>\S[^:]*?):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: ")
 
@@ -201,15 +200,16 @@ def _leading_include(source: Path) -> int | None:
     return leading_include_line(head)
 
 
-def leading_include_line(text: str) -> int | None:
-    """The line of `#include "kernel_operator.h"` (or <...>) when it is the first thing in
-    the source, comments and blank lines aside; None otherwise. Conservative: a line
-    continuation or anything else before it gives None.
+def leading_include_line(text: str, header: str = HEADER) -> int | None:
+    """The line of `#include "kernel_operator.h"` (or <...>; or of another `header`) when it
+    is the first thing in the source, comments and blank lines aside; None otherwise.
+    Conservative: a line continuation or anything else before it gives None.
 
     Only for such a kernel is the PCH used: g++ can then load it at that include alone,
     which is what complete_include_chains relies on. Kernels that start otherwise, and
     checks given include folders of their own (searched after the real headers', which
     could see them: __has_include), read the header text as before."""
+    leading = re.compile(_LEADING_INCLUDE.format(name=re.escape(header)))
     in_comment = False
     for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         if line.endswith("\\"):
@@ -227,7 +227,7 @@ def leading_include_line(text: str) -> int | None:
                 continue
             if not rest or rest.startswith("//"):
                 break
-            return number if _LEADING_INCLUDE.match(rest) else None
+            return number if leading.match(rest) else None
     return None
 
 

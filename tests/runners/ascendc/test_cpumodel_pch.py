@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,32 @@ def test_a_damaged_pch_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     pch = _pch(folder)
     assert _uses(seen[-1], pch)  # rebuilt first: the digest no longer matched
     assert _digest(_gch(pch)) != damaged
+
+
+def test_the_library_build_loads_its_shared_pch(tmp_path: Path) -> None:
+    """Most cpudebug api_check sources start with kernel_check_params.h: the library build
+    precompiles it once, and g++ loads it for them (a wrapper that includes the real header,
+    so an unusable PCH means the same text read)."""
+    from runners.ascendc.cpumodel.library import (
+        _precompile,
+        _shared_header,
+        _sources,
+        _starts_with,
+        build_flags,
+    )
+
+    library = prepare_library()
+    header = _shared_header(library.api)
+    starting = [source for source in _sources(library.api) if _starts_with(source, header.name)]
+    assert len(starting) >= 20
+    assert not _starts_with(next(source for source in _sources(library.api)
+                                 if source.name == "kernel_base_check.cpp"), header.name)
+    flags = build_flags(library)
+    forced = _precompile(header, tmp_path / "pch", flags, deadline=time.monotonic() + 600)
+    assert forced == ["-include", str(tmp_path / "pch" / "opbot_library_pch.h")]
+    done = subprocess.run(["g++", *flags, *forced, "-H", "-fsyntax-only", str(starting[0])],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"! {tmp_path / 'pch' / 'opbot_library_pch.h.gch'}" in done.stderr.splitlines()
+    # No header to precompile: the sources are compiled as before.
+    assert _precompile(tmp_path / "missing.h", tmp_path / "none", flags, time.monotonic()) == []
