@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from runners.ascendc.realapi.names import INTRINSICS
 from runners.ascendc.realapi.pch import (
     HEADER,
     PrecompiledHeader,
+    compiler_identity,
     invalidate_pch,
     pch_headers,
     prepare_pch,
@@ -159,16 +161,20 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     pch = plan.prepare() if plan is not None else None
     deadline = time.monotonic() + timeout_s
     twin_log = ""
+    # The twin's object and the like in a folder of this build's own: nothing planted in
+    # out_dir (a link, a folder) is written through or stands in the way.
+    units = Path(tempfile.mkdtemp(prefix=".units-", dir=out_dir))
     if not sources[0].startswith("-"):  # legacy: the twin is a unit of its own
-        twin_object, failed_log = _twin_object(folder, Path(sources[0]), library, out_dir,
-                                               readable=readable, timeout_s=timeout_s)
+        twin_object, failed_log = _twin_object(folder, (Path(sources[0]), Path(sources[1])),
+                                               library, units, readable=readable,
+                                               timeout_s=timeout_s)
         if twin_object is not None:
             argv = [str(twin_object) if item == sources[0] else item for item in argv]
         elif failed_log is not None:
             # The kernel's own diagnostics after the twin's, as one g++ run gave both.
             twin_log = failed_log
             argv = ["g++", *library.compile_flags(), f"-I{folder}", "-c", sources[1], "-o",
-                    str(out_dir / _KERNEL_OBJECT)]
+                    str(units / "kernel.o")]
         timeout_s = max(1.0, deadline - time.monotonic())
     if plan is not None and pch is not None:
         # Read-only inside, like everything but the output folder: a kernel cannot replace
@@ -188,8 +194,7 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     log = twin_log + log
     if plan is not None:
         log = plan.complete(log)
-    for leftover in _TWIN_OUTPUTS:
-        (out_dir / leftover).unlink(missing_ok=True)
+    shutil.rmtree(units, ignore_errors=True)
     ok = returncode == 0 and program.is_file()
     if ok and cached is not None and key is not None:
         program_cache.store(cached, key, program, log, folder)
@@ -204,38 +209,35 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
                         seconds=round(time.monotonic() - started, 2))
 
 
-_TWIN_OBJECT = "cpu_twin.o"
-_TWIN_DEPENDENCIES = "cpu_twin.d"
-_KERNEL_OBJECT = "kernel.o"
-_TWIN_OUTPUTS = (_TWIN_OBJECT, _TWIN_DEPENDENCIES, _KERNEL_OBJECT)
-
-
-def _twin_object(folder: Path, twin: Path, library: Library, out_dir: Path, *,
-                 readable: list[Path], timeout_s: float) -> tuple[Path | None, str | None]:
-    """The legacy twin compiled on its own (kept in twin_cache.py for the next kernel of
-    the same package): (its object, None); (None, g++'s log) when it does not compile;
-    (None, None) when it cannot be tried, and the build compiles it beside the kernel."""
+def _twin_object(folder: Path, units_in: tuple[Path, Path], library: Library, units: Path,
+                 *, readable: list[Path], timeout_s: float) -> tuple[Path | None, str | None]:
+    """The legacy twin (of `units_in`: the twin and the kernel) compiled on its own into
+    `units` (kept in twin_cache.py for the next kernel of the same package): (its object,
+    None); (None, g++'s log) when it does not compile; (None, None) when it cannot be
+    tried: the build compiles it as before."""
+    twin, kernel = units_in
     compiler = shutil.which("g++")
-    if compiler is None:
+    identity = compiler_identity(compiler) if compiler is not None else None
+    if compiler is None or identity is None:
         return None, None
     folders = [folder] if twin.parent == folder else [folder, twin.parent]
     flags = [*library.compile_flags(), f"-I{folder}"]
     # The package's folder by its place in `folders`, not its path: the next one differs.
-    key = twin_cache.twin_key(twin, folders, [*library.compile_flags(), "-I{folder0}"],
-                              compiler)
-    target = out_dir / _TWIN_OBJECT
+    key = twin_cache.twin_key(twin, kernel, folders,
+                              [*library.compile_flags(), "-I{folder0}"], identity)
+    target = units / "cpu_twin.o"
     kept = _kept_twins(library.root)
-    if key is not None and twin_cache.fetch(kept, key, folders, target):
+    if key is not None and twin_cache.fetch(kept, key, target):
         return target, None
-    dependencies = out_dir / _TWIN_DEPENDENCIES
+    dependencies = units / "cpu_twin.d"
     returncode, log = _compile(["g++", *flags, "-c", str(twin), "-MD", "-MF",
-                                str(dependencies), "-o", str(target)], out_dir, readable,
+                                str(dependencies), "-o", str(target)], units, readable,
                                timeout_s)
     if returncode != 0 or not target.is_file():
         target.unlink(missing_ok=True)
         return None, log
     if key is not None:
-        twin_cache.store(kept, key, folders, target, dependencies)
+        twin_cache.store(kept, key, folders, target, dependencies=dependencies, kernel=kernel)
     return target, None
 
 

@@ -3,15 +3,20 @@
 A legacy package's program is two translation units: the twin (the driver main, rendered by
 the verifier from the manifest) and the kernel. Verifying wrong kernels, repairs and tuning
 variants of one operator changes the kernel and leaves the twin's inputs alone, yet each
-build parsed tikicpulib.h again (~3 s of ~7). The twin's object is kept under a key of what
-can decide which files its unit reads (the twin, the flags, the compiler, the names of the
-files in the folders it searches), with the list of files it did read (g++ -MD) and their
-digests; it is used again only when every one of those files still has its digest. Files
-the library and the real API hold are read-only caches of their own, keyed by what built
-them, and are digested all the same: the check is cheap next to a compile.
+build parsed tikicpulib.h again (~3 s of ~7). The twin's object is kept under a key of
+everything in the folders its includes search first (every file's name, and its bytes but
+for the kernel's), the twin, the flags and the compiler (path and version); with it, the
+list of the other files g++ says the unit read (-MD: the library's, the real API's, the
+system's) and their digests, all checked again before the object is used. A twin whose unit
+read the kernel (included it, under any name) is not kept: what a unit reads follows from
+the bytes of what it read and the names it could find, all in the key, so another kernel
+in the same place is not read either.
 
-The object is built in the sandbox (the package's headers are untrusted, as before) and
-only read there later; a link or a special file in a searched folder means no caching.
+The object is built in the sandbox (the package's headers are untrusted, as before) and only
+read there later. Entries are never changed once published (a new one gets a name of its
+own), so a check and the object it vouches for come from the same build. A folder with a
+link, a special file, an unreadable folder or too much to digest cheaply is not cached, nor
+a dependency list with a name this reader could misread.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -29,83 +35,122 @@ from pathlib import Path
 _OBJECT = "twin.o"
 _DEPENDENCIES = "read.json"
 _KEPT = 128
-_MAX_LISTED = 2000
-# A placeholder for each searched folder in the kept list: the next build's folders differ.
-_FOLDER_MARK = "{folder%d}/"
+_MAX_FILES = 2000
+_MAX_BYTES = 16 * 1024 * 1024
+# Escapes g++ -MD writes and read_dependencies undoes; a backslash anywhere else (g++ leaves
+# "a\\b.h" as it is, and a name ending in one is ambiguous), a tab or a control character:
+# the list is not trusted.
+_UNREADABLE = re.compile(r"\\(?![ #])|[\t\x00-\x08\x0b-\x1f\x7f]")
 
 
-def twin_key(twin: Path, folders: Sequence[Path], flags: Sequence[str],
+def twin_key(twin: Path, kernel: Path, folders: Sequence[Path], flags: Sequence[str],
              compiler: str) -> str | None:
-    """The key for `twin` compiled with `flags`, searching `folders`; None when a folder
-    holds a link or a special file, or too many files to list cheaply."""
+    """The key for `twin` compiled with `flags` (`compiler`: "path\\0version"), its includes
+    searching `folders` first, `kernel`'s bytes left out; None when a folder cannot be
+    digested whole."""
     digest = hashlib.sha256()
-    for flag in flags:
-        digest.update(b"flag\0" + flag.encode("utf-8", "surrogateescape") + b"\0")
+    for part in (compiler, *flags):
+        digest.update(b"part\0" + part.encode("utf-8", "surrogateescape") + b"\0")
     try:
-        info = Path(compiler).stat()
-        digest.update(f"compiler\0{compiler}\0{info.st_size}:{info.st_mtime_ns}\0".encode())
+        skipped = _identity(kernel)
         digest.update(b"twin\0" + twin.read_bytes())
         for index, folder in enumerate(folders):
-            names = _listing(folder)
-            if names is None:
+            files = _files(folder)
+            if files is None:
                 return None
-            digest.update(f"folder{index}\0".encode() + "\0".join(names).encode(
-                "utf-8", "surrogateescape") + b"\0")
+            digest.update(f"folder{index}\0".encode())
+            for relative, path in files:
+                digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+                if path is None:
+                    digest.update(b"folder\0")
+                elif _identity(path) == skipped:
+                    digest.update(b"the kernel\0")
+                else:
+                    digest.update(_digest(path).encode() + b"\0")
     except OSError:
         return None
     return digest.hexdigest()
 
 
-def _listing(folder: Path) -> list[str] | None:
-    """Every file's path under `folder` (what an #include could find there), sorted."""
-    found: list[str] = []
-    for root, dirs, names in os.walk(folder, followlinks=False):
+def _identity(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_dev, info.st_ino
+
+
+def _files(folder: Path) -> list[tuple[str, Path | None]] | None:
+    """Every entry under `folder`, sorted: (relative path, the file; None for a folder);
+    None for a link, a special file, a folder that cannot be listed, or too much."""
+    found: list[tuple[str, Path | None]] = []
+    total = 0
+
+    def refuse(error: OSError) -> None:
+        raise error
+
+    for root, dirs, names in os.walk(folder, followlinks=False, onerror=refuse):
         for name in (*dirs, *names):
             path = Path(root) / name
             info = path.lstat()
-            if stat.S_ISLNK(info.st_mode) or not (stat.S_ISDIR(info.st_mode)
-                                                  or stat.S_ISREG(info.st_mode)):
+            relative = str(path.relative_to(folder))
+            if stat.S_ISDIR(info.st_mode):
+                found.append((relative + "/", None))
+            elif stat.S_ISREG(info.st_mode):
+                total += info.st_size
+                found.append((relative, path))
+            else:
                 return None
-            found.append(str(path.relative_to(folder)) + ("/" if name in dirs else ""))
-            if len(found) > _MAX_LISTED:
+            if len(found) > _MAX_FILES or total > _MAX_BYTES:
                 return None
-    return sorted(found)
+    return sorted(found, key=lambda item: item[0])
 
 
-def fetch(root: Path, key: str, folders: Sequence[Path], target: Path) -> bool:
-    """Copy the kept object for `key` to `target` if every file it read is unchanged."""
-    entry = root / key
+def fetch(root: Path, key: str, target: Path) -> bool:
+    """Copy a kept object for `key` to `target` (a new file) if every other file its unit
+    read is unchanged."""
     try:
-        recorded = json.loads((entry / _DEPENDENCIES).read_text(encoding="utf-8"))
-        for item in recorded:
-            path = _expand(str(item["path"]), folders)
-            if path is None or _digest(path) != item["sha256"]:
-                return False
-        shutil.copy2(entry / _OBJECT, target)
-    except (OSError, ValueError, KeyError, TypeError):
+        entries = sorted(root.glob(f"{key}-*"))
+    except OSError:
         return False
-    with contextlib.suppress(OSError):
-        os.utime(entry)  # recently used: kept when older entries go
-    return True
+    for entry in entries:
+        try:
+            recorded = json.loads((entry / _DEPENDENCIES).read_text(encoding="utf-8"))
+            if not all(_digest(Path(str(item["path"]))) == item["sha256"] for item in recorded):
+                continue
+            shutil.copyfile(entry / _OBJECT, target)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        with contextlib.suppress(OSError):
+            os.utime(entry)  # recently used: kept when older entries go
+        return True
+    return False
 
 
-def store(root: Path, key: str, folders: Sequence[Path], built: Path,
-          dependencies: Path) -> None:
-    """Keep a compiled twin with the digests of the files g++ says its unit read; nothing
-    is kept when the list cannot be read or names a file that cannot be digested."""
+def store(root: Path, key: str, folders: Sequence[Path], built: Path, *,
+          dependencies: Path, kernel: Path) -> None:
+    """Keep a compiled twin with the digests of the files outside `folders` that g++ says
+    its unit read (those inside are in the key); nothing is kept when the list cannot be
+    read safely, names a file that cannot be digested, or names the kernel."""
     with contextlib.suppress(OSError, ValueError):
-        paths = read_dependencies(dependencies.read_text(encoding="utf-8", errors="strict"))
-        if not paths or not all(path.startswith("/") for path in paths):
+        text = dependencies.read_text(encoding="utf-8", errors="strict")
+        paths = read_dependencies(text)
+        if not paths or _UNREADABLE.search(text.replace("\\\n", " ")) or \
+                not all(path.startswith("/") for path in paths):
             return
-        recorded = [{"path": _shrink(path, folders), "sha256": _digest(Path(path))}
-                    for path in paths]
+        skipped = _identity(kernel)
+        if any(_identity(Path(path)) == skipped for path in paths):
+            return
+        inside = tuple(str(folder).rstrip("/") + "/" for folder in folders)
+        recorded = [{"path": path, "sha256": _digest(Path(path))}
+                    for path in sorted(set(paths)) if not path.startswith(inside)]
+        content = json.dumps(recorded, sort_keys=True)
+        name = f"{key}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
+        if (root / name).exists():
+            return
         root.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
         try:
-            shutil.copy2(built, building / _OBJECT)
-            (building / _DEPENDENCIES).write_text(json.dumps(recorded), encoding="utf-8")
-            shutil.rmtree(root / key, ignore_errors=True)  # its files changed since
-            building.rename(root / key)
+            shutil.copyfile(built, building / _OBJECT)
+            (building / _DEPENDENCIES).write_text(content, encoding="utf-8")
+            building.rename(root / name)  # fails, harmlessly, if another process won
         finally:
             shutil.rmtree(building, ignore_errors=True)
         _trim(root)
@@ -113,7 +158,7 @@ def store(root: Path, key: str, folders: Sequence[Path], built: Path,
 
 def read_dependencies(text: str) -> list[str]:
     """The prerequisites of a make rule as g++ -MD writes it ("target: a b \\ c"), with its
-    escapes ("\\ " for a space, "$$" for "$") undone; the target left out."""
+    escapes ("\\ " for a space, "\\#" for "#", "$$" for "$") undone; the target left out."""
     joined = text.replace("\\\n", " ")
     _, separator, rest = joined.partition(": ")
     if not separator:
@@ -123,7 +168,7 @@ def read_dependencies(text: str) -> list[str]:
     index = 0
     while index < len(rest):
         char = rest[index]
-        if char == "\\" and index + 1 < len(rest) and rest[index + 1] in " #\\":
+        if char == "\\" and rest[index + 1:index + 2] in (" ", "#"):
             current.append(rest[index + 1])
             index += 2
             continue
@@ -141,22 +186,6 @@ def read_dependencies(text: str) -> list[str]:
     if current:
         paths.append("".join(current))
     return paths
-
-
-def _shrink(path: str, folders: Sequence[Path]) -> str:
-    for index, folder in enumerate(folders):
-        prefix = str(folder).rstrip("/") + "/"
-        if path.startswith(prefix):
-            return _FOLDER_MARK % index + path[len(prefix):]
-    return path
-
-
-def _expand(path: str, folders: Sequence[Path]) -> Path | None:
-    for index, folder in enumerate(folders):
-        mark = _FOLDER_MARK % index
-        if path.startswith(mark):
-            return folder / path[len(mark):]
-    return Path(path) if path.startswith("/") else None
 
 
 def _digest(path: Path) -> str:

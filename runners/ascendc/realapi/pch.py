@@ -74,7 +74,7 @@ def prepare_pch(compiler: str, api: RealApi, flags: Sequence[str],
     if not pch_enabled():
         return None
     header = real_header(api)
-    identity = _compiler_identity(compiler)
+    identity = compiler_identity(compiler)
     if header is None or identity is None:
         return None
     final = cache_dir() / _CACHE_FOLDER / _key(api, flags, identity)
@@ -131,7 +131,7 @@ def real_header(api: RealApi) -> Path | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _compiler_identity(compiler: str) -> str | None:
+def compiler_identity(compiler: str) -> str | None:
     """The resolved compiler and its full version: a PCH only loads in the g++ that made it
     (g++ would ignore another's, but it would then never be rebuilt)."""
     resolved = os.path.realpath(compiler)

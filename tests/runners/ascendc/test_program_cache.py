@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.ascendc.cpumodel import build_program, cpu_model_status, program_cache
+from runners.ascendc.cpumodel import build_program, cpu_model_status, program_cache, twin_cache
 from runners.ascendc.cpumodel import program as program_module
 from runners.ascendc.cpumodel.run import run_program
 from runners.ascendc.cpumodel.twin_cache import read_dependencies
@@ -174,36 +174,97 @@ def test_a_kept_twin_whose_files_changed_is_not_used(twin_compiles: list[list[st
     build_program(_copy(tmp_path, "a"), tmp_path / "out-a")
     entry = next((tmp_path / "twins").iterdir())
     recorded = json.loads((entry / "read.json").read_text(encoding="utf-8"))
-    assert any(item["path"].endswith("_tiling.h") for item in recorded)
+    # The library's and the system's headers are listed; the package's are in the key.
     assert any(item["path"].endswith("tikicpulib.h") for item in recorded)
-    # Tampered with since (or a digest that no longer matches): compiled again, not trusted.
-    for item in recorded:
-        if item["path"].endswith("_tiling.h"):
-            item["sha256"] = "0" * 64
+    assert any(item["path"].startswith("/usr/") for item in recorded)
+    assert not any(str(tmp_path / "a") in item["path"] for item in recorded)
+    # One changed since (here: its digest no longer matching): compiled again.
+    recorded[0]["sha256"] = "0" * 64
     (entry / "read.json").write_text(json.dumps(recorded), encoding="utf-8")
     assert build_program(_copy(tmp_path, "b"), tmp_path / "out-b").ok
     assert len(twin_compiles) == 2
 
 
-def test_a_twin_that_fails_on_its_own_builds_as_before(twin_compiles: list[list[str]],
-                                                       tmp_path: Path) -> None:
-    """The twin's own errors come in the one log of the combined build, the kernel's too."""
-    broken = _copy(tmp_path, "a")
-    header = next(broken.glob("*_tiling.h"))
-    header.write_text(header.read_text(encoding="utf-8") + "\nint broken = ;\n",
-                      encoding="utf-8")
-    _edit_kernel(broken, "AscendC::Relu(", "AscendC::NoSuchRelu(")
-    built = build_program(broken, tmp_path / "out-a")
-    assert not built.ok
-    assert "NoSuchRelu" in built.log
-    assert "int broken = ;" in built.log or "expected primary-expression" in built.log
+def test_odd_header_names_and_planted_outputs_change_nothing(
+        twin_compiles: list[list[str]], tmp_path: Path) -> None:
+    """From an outside attack: with a header named with backslashes (g++ -MD writes them as
+    they are; a reader that unescaped them digested a decoy), nothing is kept; names planted
+    in the output folder are neither written through (a link) nor in the way (a folder)."""
+    def package(name: str, cap: int) -> Path:
+        folder = _copy(tmp_path, name)
+        (folder / "relu_a\\\\b.h").write_text(f"#define CORE_CAP {cap}\n", encoding="utf-8")
+        (folder / "relu_a\\b.h").write_text("#define CORE_CAP 8\n", encoding="utf-8")  # decoy
+        header = next(folder.glob("*_tiling.h"))
+        header.write_text('#include "relu_a\\\\b.h"\n' + header.read_text(encoding="utf-8"),
+                          encoding="utf-8")
+        return folder
+
+    assert build_program(package("a", 8), tmp_path / "out-a").ok
+    assert build_program(package("b", 1), tmp_path / "out-b").ok
+    assert len(twin_compiles) == 2
     assert not (tmp_path / "twins").exists() or not list((tmp_path / "twins").iterdir())
+
+    assert build_program(_copy(tmp_path, "plain"), tmp_path / "out-plain").ok  # kept
+    out = tmp_path / "out-c"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched", encoding="utf-8")
+    for name in ("cpu_twin.o", "cpu_twin.d"):
+        (out / name).symlink_to(victim)
+    for name in ("kernel.o", ".units-x"):
+        (out / name).mkdir()
+    built = build_program(_copy(tmp_path, "c"), out)
+    assert built.ok, built.log[-2000:]
+    assert len(twin_compiles) == 3  # "c" linked the object kept from "plain"
+    assert victim.read_text(encoding="utf-8") == "untouched"
+
+
+def test_the_key_leaves_out_only_the_kernels_bytes(tmp_path: Path) -> None:
+    folder = _copy(tmp_path, "a")
+    twin, kernel = folder / "cpu_twin.cpp", next(folder.glob("*_kernel.cpp"))
+    identity = "g++\0" + "12"
+
+    def key() -> str | None:
+        return twin_cache.twin_key(twin, kernel, [folder], ["-O1"], identity)
+
+    first = key()
+    assert first is not None
+    kernel.write_text(kernel.read_text(encoding="utf-8") + "// another kernel\n")
+    assert key() == first
+    (folder / "notes.txt").write_text("a new file could be included")
+    assert key() != first
+    assert twin_cache.twin_key(twin, kernel, [folder], ["-O1"], "g++\0" + "13") != key()
+    (folder / "link.h").symlink_to(kernel)
+    assert key() is None
+
+
+def test_a_twin_that_read_the_kernel_is_not_kept(tmp_path: Path) -> None:
+    """Under its own name or another (a hard link): that object holds this kernel."""
+    folder = _copy(tmp_path, "a")
+    kernel = next(folder.glob("*_kernel.cpp"))
+    alias = folder / "alias.h"
+    os.link(kernel, alias)
+    built = tmp_path / "twin.o"
+    built.write_bytes(b"object")
+    system = "/usr/include/stdc-predef.h"
+    for read in (kernel, alias):
+        dependencies = tmp_path / "twin.d"
+        dependencies.write_text(f"twin.o: {folder / 'cpu_twin.cpp'} {read} {system}\n")
+        twin_cache.store(tmp_path / "kept", "k", [folder], built, dependencies=dependencies,
+                         kernel=kernel)
+        assert not (tmp_path / "kept").exists()
+    dependencies.write_text(f"twin.o: {folder / 'cpu_twin.cpp'} {system}\n")
+    twin_cache.store(tmp_path / "kept", "k", [folder], built, dependencies=dependencies,
+                     kernel=kernel)
+    assert twin_cache.fetch(tmp_path / "kept", "k", tmp_path / "fetched.o")
+    assert (tmp_path / "fetched.o").read_bytes() == b"object"
 
 
 @pytest.mark.parametrize(("text", "paths"), [
     ("t.o: /a/b.cpp /x/y.h \\\n /z/w.h\n", ["/a/b.cpp", "/x/y.h", "/z/w.h"]),
     ("t.o: /a/with\\ space.h /b/dollar$$.h /c/hash\\#.h\n",
      ["/a/with space.h", "/b/dollar$.h", "/c/hash#.h"]),
+    ("o:\\ x/t.o: /a/colon:\\ b.h\n", ["/a/colon: b.h"]),
     ("no rule here\n", []),
 ])
 def test_the_dependency_list_is_read_with_its_escapes(text: str, paths: list[str]) -> None:
