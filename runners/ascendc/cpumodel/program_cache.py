@@ -102,13 +102,14 @@ def store(root: Path, key: str, program: Path, log: str, folder: Path) -> None:
             building.rename(root / key)
         finally:
             shutil.rmtree(building, ignore_errors=True)
-        _trim(root)
+        trim(root, _KEPT)
 
 
-def _trim(root: Path) -> None:
+def trim(root: Path, kept: int) -> None:
+    """Drop the least recently used entries of `root` beyond `kept`."""
     entries = [entry for entry in root.iterdir() if not entry.name.startswith(".")]
-    if len(entries) <= _KEPT:
+    if len(entries) <= kept:
         return
     entries.sort(key=lambda entry: entry.stat().st_mtime)
-    for entry in entries[:len(entries) - _KEPT]:
+    for entry in entries[:len(entries) - kept]:
         shutil.rmtree(entry, ignore_errors=True)

@@ -32,6 +32,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from runners.ascendc.cpumodel.program_cache import trim
+
 _OBJECT = "twin.o"
 _DEPENDENCIES = "read.json"
 _KEPT = 128
@@ -153,7 +155,7 @@ def store(root: Path, key: str, folders: Sequence[Path], built: Path, *,
             building.rename(root / name)  # fails, harmlessly, if another process won
         finally:
             shutil.rmtree(building, ignore_errors=True)
-        _trim(root)
+        trim(root, _KEPT)
 
 
 def read_dependencies(text: str) -> list[str]:
@@ -195,11 +197,3 @@ def _digest(path: Path) -> str:
             raise OSError(f"{path} is not a regular file")
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
-
-def _trim(root: Path) -> None:
-    entries = [entry for entry in root.iterdir() if not entry.name.startswith(".")]
-    if len(entries) <= _KEPT:
-        return
-    entries.sort(key=lambda entry: entry.stat().st_mtime)
-    for entry in entries[:len(entries) - _KEPT]:
-        shutil.rmtree(entry, ignore_errors=True)
