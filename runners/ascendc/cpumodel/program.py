@@ -237,7 +237,8 @@ def _twin_object(folder: Path, units_in: tuple[Path, Path], library: Library, un
         target.unlink(missing_ok=True)
         return None, log
     if key is not None:
-        twin_cache.store(kept, key, folders, target, dependencies=dependencies, kernel=kernel)
+        twin_cache.store(kept, key, folders, target, dependencies=dependencies, kernel=kernel,
+                         trusted=[*library.readable(), Path("/usr")])
     return target, None
 
 
@@ -293,7 +294,11 @@ def _probes_the_search(folder: Path) -> bool:
     """Whether a file of the package could tell the PCH's folder is searched (and build
     differently with it): __has_include, #include_next, the .gch named, token pasting; a
     file too big to read cheaply counts as one that could."""
-    for path in sorted(folder.rglob("*")):
+    try:
+        paths = sorted(folder.rglob("*"))
+    except RecursionError:  # nested too deep to walk: as one that could
+        return True
+    for path in paths:
         if path.is_symlink() or not path.is_file():
             continue
         if path.stat().st_size > _HEAD_BYTES:
@@ -329,7 +334,7 @@ def _file_names(folders: Sequence[Path]) -> frozenset[str] | None:
                         return None
                     parts = path.relative_to(top).parts
                     names.update("/".join(parts[index:]) for index in range(len(parts)))
-        except OSError:
+        except (OSError, RecursionError):
             return None
     return frozenset(names)
 

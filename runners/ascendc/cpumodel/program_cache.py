@@ -50,7 +50,7 @@ def cache_key(folder: Path, twin: Path | None, flags: Sequence[str],
             if twin.is_symlink() or not twin.is_file():
                 return None
             digest.update(b"twin\0" + twin.read_bytes())
-    except OSError:
+    except (OSError, RecursionError):  # (a folder nested too deep for os.walk)
         return None
     return digest.hexdigest()
 

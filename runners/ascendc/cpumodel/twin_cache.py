@@ -42,6 +42,7 @@ _MAX_BYTES = 16 * 1024 * 1024
 # Escapes g++ -MD writes and read_dependencies undoes; a backslash anywhere else (g++ leaves
 # "a\\b.h" as it is, and a name ending in one is ambiguous), a tab or a control character:
 # the list is not trusted.
+_EXISTENCE_PROBES = re.compile(r"has_include|include_next|##")
 _UNREADABLE = re.compile(r"\\(?![ #])|[\t\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -67,11 +68,21 @@ def twin_key(twin: Path, kernel: Path, folders: Sequence[Path], flags: Sequence[
                     digest.update(b"folder\0")
                 elif _identity(path) == skipped:
                     digest.update(b"the kernel\0")
+                elif _probes(path):
+                    return None
                 else:
                     digest.update(_digest(path).encode() + b"\0")
-    except OSError:
+    except (OSError, RecursionError):  # (a folder nested too deep for os.walk)
         return None
     return digest.hexdigest()
+
+
+def _probes(path: Path) -> bool:
+    """Whether the file could ask whether a file exists where no listing looks
+    (__has_include, #include_next, or token pasting that could spell them)."""
+    with path.open("rb") as handle:
+        text = handle.read(_MAX_BYTES).decode("utf-8", errors="replace")
+    return _EXISTENCE_PROBES.search(text.replace("\\\r\n", "").replace("\\\n", "")) is not None
 
 
 def _identity(path: Path) -> tuple[int, int]:
@@ -127,10 +138,12 @@ def fetch(root: Path, key: str, target: Path) -> bool:
 
 
 def store(root: Path, key: str, folders: Sequence[Path], built: Path, *,
-          dependencies: Path, kernel: Path) -> None:
+          dependencies: Path, kernel: Path, trusted: Sequence[Path]) -> None:
     """Keep a compiled twin with the digests of the files outside `folders` that g++ says
     its unit read (those inside are in the key); nothing is kept when the list cannot be
-    read safely, names a file that cannot be digested, or names the kernel."""
+    read safely, names a file that cannot be digested, names the kernel, or names a file
+    outside `folders` and the `trusted` ones (the library's, the real API's, /usr: what
+    a package cannot add files to, so where a header's own includes find the same)."""
     with contextlib.suppress(OSError, ValueError):
         text = dependencies.read_text(encoding="utf-8", errors="strict")
         paths = read_dependencies(text)
@@ -141,8 +154,14 @@ def store(root: Path, key: str, folders: Sequence[Path], built: Path, *,
         if any(_identity(Path(path)) == skipped for path in paths):
             return
         inside = tuple(str(folder).rstrip("/") + "/" for folder in folders)
+        allowed = tuple(str(folder).rstrip("/") + "/" for folder in trusted)
+        # Lexically, as g++ wrote them ("<package>/../x.h" is not inside): the folders hold
+        # no links (twin_key), the trusted ones are ours.
+        normal = sorted({os.path.normpath(path) for path in paths})
+        if not all(path.startswith((*inside, *allowed)) for path in normal):
+            return
         recorded = [{"path": path, "sha256": _digest(Path(path))}
-                    for path in sorted(set(paths)) if not path.startswith(inside)]
+                    for path in normal if not path.startswith(inside)]
         content = json.dumps(recorded, sort_keys=True)
         name = f"{key}-{hashlib.sha256(content.encode()).hexdigest()[:16]}"
         if (root / name).exists():

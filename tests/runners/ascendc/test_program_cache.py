@@ -4,7 +4,8 @@ package the key cannot cover (a link, a special file) is never served from the c
 
 A legacy twin's object is kept by what its unit read (twin_cache.py): another kernel of the
 same package links the kept one; a changed header the twin reads, a new file that could
-shadow one, or a kept file changed since, compile it again."""
+shadow one, or a kept file changed since, compile it again; what no key covers (a file
+outside the folders, an existence probe) is never kept."""
 
 from __future__ import annotations
 
@@ -250,13 +251,42 @@ def test_a_twin_that_read_the_kernel_is_not_kept(tmp_path: Path) -> None:
         dependencies = tmp_path / "twin.d"
         dependencies.write_text(f"twin.o: {folder / 'cpu_twin.cpp'} {read} {system}\n")
         twin_cache.store(tmp_path / "kept", "k", [folder], built, dependencies=dependencies,
-                         kernel=kernel)
+                         kernel=kernel, trusted=[Path("/usr")])
         assert not (tmp_path / "kept").exists()
     dependencies.write_text(f"twin.o: {folder / 'cpu_twin.cpp'} {system}\n")
     twin_cache.store(tmp_path / "kept", "k", [folder], built, dependencies=dependencies,
-                     kernel=kernel)
+                     kernel=kernel, trusted=[Path("/usr")])
     assert twin_cache.fetch(tmp_path / "kept", "k", tmp_path / "fetched.o")
     assert (tmp_path / "fetched.o").read_bytes() == b"object"
+
+
+def test_what_no_key_covers_is_never_kept(tmp_path: Path) -> None:
+    """From an outside attack: a header outside the folders ("../secret.h", whose own
+    includes would search a folder the key does not cover), an existence probe
+    (__has_include sees files no listing looks at), a folder nested too deep to walk."""
+    folder = _copy(tmp_path, "op")
+    twin, kernel = folder / "cpu_twin.cpp", next(folder.glob("*_kernel.cpp"))
+    secret = tmp_path / "op" / "secret.h"
+    secret.write_text("#define SECRET 1\n")
+    built = tmp_path / "twin.o"
+    built.write_bytes(b"object")
+    trusted = [tmp_path / "library"]
+    for read in (f"{folder}/../secret.h", str(secret)):
+        dependencies = tmp_path / "twin.d"
+        dependencies.write_text(f"twin.o: {twin} {read}\n")
+        twin_cache.store(tmp_path / "kept", "k", [folder], built, dependencies=dependencies,
+                         kernel=kernel, trusted=trusted)
+        assert not (tmp_path / "kept").exists(), read
+    assert twin_cache.twin_key(twin, kernel, [folder], [], "g++") is not None
+    (folder / "probe.h").write_text('#if __has_include("../flag.h")\n#endif\n')
+    assert twin_cache.twin_key(twin, kernel, [folder], [], "g++") is None
+    (folder / "probe.h").unlink()
+    deep = folder
+    for _ in range(1100):  # deeper than the interpreter's recursion limit
+        deep = deep / "d"
+        deep.mkdir()
+    assert twin_cache.twin_key(twin, kernel, [folder], [], "g++") is None
+    assert program_cache.cache_key(folder, None, [], kernel) is None
 
 
 @pytest.mark.parametrize(("text", "paths"), [
