@@ -285,8 +285,13 @@ def test_what_no_key_covers_is_never_kept(tmp_path: Path) -> None:
     for _ in range(1100):  # deeper than the interpreter's recursion limit
         deep = deep / "d"
         deep.mkdir()
-    assert twin_cache.twin_key(twin, kernel, [folder], [], "g++") is None
-    assert program_cache.cache_key(folder, None, [], kernel) is None
+    try:
+        assert twin_cache.twin_key(twin, kernel, [folder], [], "g++") is None
+        assert program_cache.cache_key(folder, None, [], kernel) is None
+    finally:  # bottom up: pytest's own clean-up (shutil.rmtree) recurses too
+        while deep != folder:
+            deep.rmdir()
+            deep = deep.parent
 
 
 @pytest.mark.parametrize(("text", "paths"), [
