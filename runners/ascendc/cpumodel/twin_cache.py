@@ -68,20 +68,20 @@ def twin_key(twin: Path, kernel: Path, folders: Sequence[Path], flags: Sequence[
                     digest.update(b"folder\0")
                 elif _identity(path) == skipped:
                     digest.update(b"the kernel\0")
-                elif _probes(path):
-                    return None
                 else:
-                    digest.update(_digest(path).encode() + b"\0")
+                    data = path.read_bytes()  # read once: probed and digested
+                    if _probes(data):
+                        return None
+                    digest.update(hashlib.sha256(data).hexdigest().encode() + b"\0")
     except (OSError, RecursionError):  # (a folder nested too deep for os.walk)
         return None
     return digest.hexdigest()
 
 
-def _probes(path: Path) -> bool:
-    """Whether the file could ask whether a file exists where no listing looks
+def _probes(data: bytes) -> bool:
+    """Whether a file could ask whether a file exists where no listing looks
     (__has_include, #include_next, or token pasting that could spell them)."""
-    with path.open("rb") as handle:
-        text = handle.read(_MAX_BYTES).decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
     return _EXISTENCE_PROBES.search(text.replace("\\\r\n", "").replace("\\\n", "")) is not None
 
 
