@@ -78,6 +78,7 @@ GENERATOR = "generator"  # the offline generator (bot.agent.offline), started wh
 SERVER_ROLES = (*ROLES, GENERATOR)
 # What a generator child runs: a module's `main()`, by name (runners never imports bot).
 _GENERATOR_ENTRY = ("bot.agent.offline.__main__", "main")
+_GENERATOR_WARM_UP = ("bot.agent.offline.__main__", "warm_up")  # once, before any fork
 _SANDBOX_TMP = Path("/tmp")  # noqa: S108 - the sandbox's /tmp: the server's spool
 _SERVER_INDUCTOR_CACHE = "/dev/shm/opbot-warm-server-inductor"  # noqa: S108 - the sandbox's
 _MAX_CONTROL_BYTES = 1 << 20
@@ -559,12 +560,11 @@ def _preimport(role: str) -> None:
     if role == GENERATOR:
         # The generator's registry imports every backend (and triton with them).
         with contextlib.suppress(Exception):  # a child pays what failed here, nothing worse
-            importlib.import_module(_GENERATOR_ENTRY[0])
-            importlib.import_module("bot.agent.backends")
-            # Tracing the reference (torch.export) imports dynamo: seconds per generation.
-            # Imports only: they start no thread (the fork would break it).
-            importlib.import_module("torch._dynamo")
-            importlib.import_module("torch.export._trace")
+            # Tracing the reference (torch.export): its first trace in a process costs
+            # about a second more than the next ones, paid here once, on the meta device
+            # (no compute: no thread starts that the fork would break).
+            module, function = _GENERATOR_WARM_UP
+            getattr(importlib.import_module(module), function)()
         _warm_up_estimate()  # the generator plans scaled shapes as the reference worker does
         return
     import runners.harness.candidate_worker

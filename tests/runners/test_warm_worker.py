@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -333,6 +334,59 @@ def test_the_offline_generator_runs_warm_with_the_cold_answer(
     assert cold.status == warm.status == "generated", (cold.reason, warm.reason)
     assert warm.source == cold.source
     assert warm.aten_ops == cold.aten_ops
+
+
+def test_the_warm_generator_forks_its_generations_past_the_first_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server traced once before forking: a generation finds the decomposition table
+    built (torch.export's first-trace costs paid), in a server that started no thread."""
+    monkeypatch.setenv("OPBOT_OFFLINE_CACHE", "0")
+    from bot.agent.offline.run import generate_in_worker
+    from runners.warm import warm_for_this_process
+
+    probe = tmp_path / "warm_probe_ref.py"
+    probe.write_text(f"""
+import os
+from bot.agent.offline import trace
+built = trace._decomposition_table.cache_info().currsize
+threads = len(os.listdir(f"/proc/{{os.getppid()}}/task"))
+if (built, threads) != (1, 1):
+    raise RuntimeError(f"PROBE built={{built}} server threads={{threads}}")
+{RELU.read_text(encoding="utf-8")}
+""", encoding="utf-8")
+    with warm_for_this_process():
+        result = generate_in_worker(probe, op_name="relu", init_args=None, cases=[])
+    assert result.status == "generated", result.reason
+
+
+def test_the_tracing_warm_up_starts_no_thread_and_changes_no_draft() -> None:
+    code = """
+import json, os, sys
+from tests.support import REFS
+from bot.agent.offline.job import OfflineJob
+from bot.agent.offline.__main__ import registry_backend, warm_up
+import torch
+job = OfflineJob(reference=REFS / "kb_20_softmax.py", op_name="softmax")
+before = len(os.listdir("/proc/self/task"))
+warm_up()
+after = len(os.listdir("/proc/self/task"))
+warmed = registry_backend("triton").generate_offline(job).source
+print(json.dumps([before, after, warmed]))
+"""
+    cold_code = """
+import json
+from tests.support import REFS
+from bot.agent.offline.job import OfflineJob
+from bot.agent.offline.__main__ import registry_backend
+job = OfflineJob(reference=REFS / "kb_20_softmax.py", op_name="softmax")
+print(json.dumps(registry_backend("triton").generate_offline(job).source))
+"""
+    repo = Path(__file__).resolve().parents[2]
+    runs = [subprocess.run([sys.executable, "-c", text], cwd=repo, capture_output=True,
+                           text=True, timeout=300, check=True) for text in (code, cold_code)]
+    before, after, warmed = json.loads(runs[0].stdout)
+    assert after == before
+    assert warmed and warmed == json.loads(runs[1].stdout)
 
 
 def test_a_hostile_reference_in_the_warm_generator_leaves_nothing(

@@ -47,6 +47,15 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     partial.replace(path)
 
 
+def warm_up() -> None:
+    """What a warm generator server runs once before it forks generations
+    (runners/warm.py): the backends imported, one throwaway trace."""
+    import bot.agent.backends  # noqa: F401 - the registry imports every backend
+    from bot.agent.offline.trace import warm_up as warm_up_tracing
+
+    warm_up_tracing()
+
+
 def main() -> int:
     envelope = json.loads(sys.stdin.read())
     _write_atomically(Path(envelope["result"]), answer(envelope))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -32,10 +33,31 @@ _EXTRA_DECOMPOSITIONS = [
 
 
 def decomposition_table() -> dict[Any, Any]:
+    """A fresh copy each time: run_decompositions takes entries out of the table it gets."""
+    return dict(_decomposition_table())
+
+
+@functools.cache
+def _decomposition_table() -> dict[Any, Any]:
+    # Built once a process (about 0.1 s a trace otherwise).
     table = dict(core_aten_decompositions())
     packets = [getattr(aten, name) for name in _EXTRA_DECOMPOSITIONS if hasattr(aten, name)]
     table.update(get_decompositions(packets))
     return table
+
+
+class _WarmUp(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ y, dim=-1).sum(dim=0) + x.mean()
+
+
+def warm_up() -> None:
+    """One throwaway trace: a process's first torch.export costs about a second more than
+    the next ones (lazy registrations, decomposition tables, dynamo's set-up). The warm
+    generator server pays it once, and every generation it forks starts past it. On the
+    meta device: nothing is computed, so no thread pool starts that a fork would break."""
+    inputs = [torch.empty(4, 4, device="meta"), torch.empty(4, 4, device="meta")]
+    export_reference(_WarmUp(), inputs)
 
 
 def export_reference(model: torch.nn.Module, inputs: Sequence[Any]) -> ExportedProgram:
