@@ -132,14 +132,16 @@ def compiler_failure(stage: str, diagnostics: list[object], log: str,
 
 def typecheck_stage(folder: Path) -> tuple[StageResult, Failure | None, str | None]:
     """Type-check the package's kernel against the real headers: (stage, failure, note)."""
-    from runners.ascendc.realapi.typecheck import typecheck_package
+    from runners.ascendc.realapi.typecheck import REUSED_NOTE, typecheck_package
 
-    result = typecheck_package(folder)
+    result = typecheck_package(folder, reuse_passed=True)  # the precheck's pass stands
     if result.skipped:
         return StageResult("build", True, 0.0, f"real-API type-check skipped: "
                            f"{result.skipped}"), None, result.skipped
     stage = StageResult("build", result.ok, result.seconds,
-                        "type-checked against the real Ascend C headers (g++)")
+                        "type-checked against the real Ascend C headers (g++"
+                        + ("; the precheck's pass of the same files)"
+                           if REUSED_NOTE in result.notes else ")"))
     if result.ok:
         return stage, None, None
     return stage, compiler_failure("the real Ascend C headers reject the kernel",
@@ -282,7 +284,7 @@ def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest
     with private_workdir("opbot-cpumodel-") as work:
         try:
             problem = package_problems(folder, manifest)
-            checked = None if problem is not None else _checked_copy(folder, manifest, work)
+            checked = None if problem is not None else checked_copy(folder, manifest, work)
         except OSError as exc:
             problem, checked = Failure(check="load", message=f"cannot read the package: "
                                        f"{exc}"), None
@@ -295,7 +297,7 @@ def verify_on_cpu_model(request: VerifyRequest, folder: Path, manifest: Manifest
                                warnings=warnings, work=work, stages=stages)
 
 
-def _checked_copy(folder: Path, manifest: Manifest, work: Path) -> Path:
+def checked_copy(folder: Path, manifest: Manifest, work: Path) -> Path:
     """The files the rules checked, and only those, as a package of opbot's own: the
     compiler sees nothing else the package holds (a file named like a system header, a
     link), and a file changed after the check is not what gets compiled."""

@@ -11,6 +11,8 @@ side (`<<<>>>`), which only bisheng parses: an asc package is checked by its ker
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import re
 import shutil
@@ -38,8 +40,8 @@ from runners.sandbox import (
     sandbox_environment,
 )
 
-__all__ = ["Generation", "TypecheckResult", "gxx_command", "pch_flags", "relocate_to_kernel",
-           "split_standin_gaps", "typecheck_package", "typecheck_source"]
+__all__ = ["REUSED_NOTE", "Generation", "TypecheckResult", "gxx_command", "pch_flags",
+           "relocate_to_kernel", "split_standin_gaps", "typecheck_package", "typecheck_source"]
 
 Generation = Literal["legacy", "asc"]
 
@@ -137,11 +139,13 @@ def pch_flags(api: RealApi) -> list[str]:
 
 
 def typecheck_source(kernel: Path, *, generation: Generation, api: RealApi | None = None,
-                     include: Sequence[Path] = (), timeout_s: float = 180) -> TypecheckResult:
+                     include: Sequence[Path] = (), timeout_s: float = 180,
+                     reuse_passed: bool = False) -> TypecheckResult:
     """Type-check one kernel source (`.cpp` legacy, `.asc` asc) against the real headers.
 
     Never raises for a user problem: absent sources give a skipped result, a missing file,
-    a timeout or compiler errors give ok=False with diagnostics.
+    a timeout or compiler errors give ok=False with diagnostics. `reuse_passed`: a pass of
+    exactly these inputs earlier in this process (also asked with reuse_passed) answers.
     """
     if generation not in ("legacy", "asc"):
         return _failed(f"unknown toolchain generation {generation!r} (legacy or asc)")
@@ -157,13 +161,14 @@ def typecheck_source(kernel: Path, *, generation: Generation, api: RealApi | Non
         return _skipped("g++ is not installed (apt-get install g++): the real-header "
                         "type-check needs it")
     try:
-        return _run(kernel, compiler, api, [path.resolve() for path in include], timeout_s)
+        return _run(kernel, compiler, api, [path.resolve() for path in include],
+                    timeout_s=timeout_s, reuse_passed=reuse_passed)
     except OSError as exc:  # no room for the private work folder, say
         return _failed(f"the type-check could not be set up: {exc}")
 
 
-def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
-         timeout_s: float) -> TypecheckResult:
+def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path], *,
+         timeout_s: float, reuse_passed: bool) -> TypecheckResult:
     with private_workdir("opbot-realapi-") as tmp:
         work = tmp / "work"
         work.mkdir()
@@ -178,16 +183,81 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path],
         pch = None if line is None or include else \
             prepare_pch(compiler, api, pch_flags(api))
         check = _Check(tmp, kernel.name, compiler, api, include, timeout_s, line)
-        result = check.run(pch)
-        if pch is None or not PCH_SUSPECT.search(result.log):
-            return result
-        # g++ stopped in a way a damaged .gch can cause (one damaged since this process
-        # checked its digest: pch.py). The check without it is the verdict, whatever the
-        # cause; the PCH goes when it was to blame.
-        retry = check.run(None)
-        if PCH_UNREADABLE.search(result.log) or not PCH_SUSPECT.search(retry.log):
-            invalidate_pch(pch)
-        return retry
+        key = _passed_key(check, pch) if reuse_passed and not include else None
+        if key is not None and key in _PASSED:
+            return _PASSED[key].again()
+        result = _checked(check, pch)
+        if key is not None and result.ok and result.skipped is None:
+            _PASSED[key] = _Passed(result)
+            while len(_PASSED) > _PASSED_KEPT:
+                del _PASSED[next(iter(_PASSED))]
+        return result
+
+
+def _checked(check: _Check, pch: PrecompiledHeader | None) -> TypecheckResult:
+    result = check.run(pch)
+    if pch is None or not PCH_SUSPECT.search(result.log):
+        return result
+    # g++ stopped in a way a damaged .gch can cause (one damaged since this process
+    # checked its digest: pch.py). The check without it is the verdict, whatever the
+    # cause; the PCH goes when it was to blame.
+    retry = check.run(None)
+    if PCH_UNREADABLE.search(result.log) or not PCH_SUSPECT.search(retry.log):
+        invalidate_pch(pch)
+    return retry
+
+
+# -- checks that passed, kept for this process ----------------------------------------------
+#
+# A generation type-checks its draft before the build (the precheck), and the verification
+# checks the same files again: the second answer is the first (both ask with reuse_passed).
+# Kept by everything the check reads: the command, the kernel folder's copied files, the
+# compiler binary and the PCH file as they are now; only passes (a failure costs the loop
+# its next draft anyway).
+
+_PASSED_KEPT = 64
+REUSED_NOTE = "the same sources passed this check earlier in this process: that verdict"
+
+
+@dataclass(frozen=True)
+class _Passed:
+    result: TypecheckResult
+
+    def again(self) -> TypecheckResult:
+        return dataclasses.replace(
+            self.result, seconds=0.0, command=list(self.result.command),
+            diagnostics=list(self.result.diagnostics),
+            notes=[*self.result.notes, REUSED_NOTE])
+
+
+_PASSED: dict[str, _Passed] = {}
+
+
+def _passed_key(check: _Check, pch: PrecompiledHeader | None) -> str | None:
+    """What the check reads, digested; None when part of it cannot be read."""
+    digest = hashlib.sha256(b"opbot-typecheck-passed-1\0")
+    command = gxx_command(check.compiler, check.api, check.source, (),
+                          None if pch is None else pch.folder)
+    digest.update("\0".join(command).encode("utf-8", "surrogateescape") + b"\0\0")
+    files = [os.path.realpath(check.compiler)]
+    if pch is not None:
+        files.append(str(pch.folder / f"{HEADER}.gch"))
+    try:
+        for name in files:
+            info = Path(name).stat()
+            digest.update(f"{name}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                          .encode("utf-8", "surrogateescape"))
+        work = check.tmp / "work"
+        for root, folders, names in os.walk(work):
+            folders.sort()
+            for name in sorted(names):
+                path = Path(root) / name
+                digest.update(str(path.relative_to(work)).encode("utf-8", "surrogateescape")
+                              + b"\0" + path.read_bytes() + b"\0")
+            digest.update(b"\0")
+    except (OSError, RecursionError):
+        return None
+    return digest.hexdigest()
 
 
 def _leading_include(source: Path) -> int | None:
@@ -479,10 +549,12 @@ def _kernel_frames(log: str, api: RealApi) -> dict[tuple[str, int, int | None],
 # -- packages -------------------------------------------------------------------------------
 
 
-def typecheck_package(folder: Path, *, timeout_s: float = 180) -> TypecheckResult:
+def typecheck_package(folder: Path, *, timeout_s: float = 180,
+                      reuse_passed: bool = False) -> TypecheckResult:
     """Type-check the kernel of an opbot Ascend C package (the op folder or its ascendc/
     folder with opbot.json naming the kernel and its generation). For an asc package only
-    the kernel file is checked: its host side (`<<<>>>`) needs bisheng."""
+    the kernel file is checked: its host side (`<<<>>>`) needs bisheng. `reuse_passed`: as
+    typecheck_source's."""
     try:
         manifest = read_manifest(folder)
     except (PackageError, OSError, ValueError, KeyError, TypeError) as exc:
@@ -495,7 +567,8 @@ def typecheck_package(folder: Path, *, timeout_s: float = 180) -> TypecheckResul
         inside = False
     if not inside:
         return _failed(f"{MANIFEST} names a kernel outside the package: {manifest.kernel!r}")
-    result = typecheck_source(kernel, generation=manifest.generation, timeout_s=timeout_s)
+    result = typecheck_source(kernel, generation=manifest.generation, timeout_s=timeout_s,
+                              reuse_passed=reuse_passed)
     if manifest.generation == "asc" and result.skipped is None:
         result.notes.append("asc package: the kernel file was checked; the host side "
                             "(<<<>>> launches) needs bisheng")

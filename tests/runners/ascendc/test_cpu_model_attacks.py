@@ -127,13 +127,13 @@ def test_a_package_opbot_cannot_check_is_refused(tmp_path: Path, change: str,
 
 
 def test_only_the_checked_files_reach_the_compiler(tmp_path: Path) -> None:
-    from runners.ascendc.cpu_verify import _checked_copy
+    from runners.ascendc.cpu_verify import checked_copy
 
     package = _copy(tmp_path)
     (package / "cstring").write_text("#error shadowed\n", encoding="utf-8")
     work = tmp_path / "work"
     work.mkdir()
-    copy = _checked_copy(package, read_manifest(package), work)
+    copy = checked_copy(package, read_manifest(package), work)
     assert sorted(path.name for path in copy.iterdir()) == [
         "gelu_kernel.cpp", "gelu_tiling.h", "opbot.json"]
     assert (copy / KERNEL).read_text(encoding="utf-8") == (package / KERNEL).read_text(

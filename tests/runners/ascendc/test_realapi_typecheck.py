@@ -28,6 +28,7 @@ from runners.ascendc.realapi.sources import (
     real_api_status,
 )
 from runners.ascendc.realapi.typecheck import (
+    REUSED_NOTE,
     TypecheckResult,
     split_standin_gaps,
     typecheck_package,
@@ -168,6 +169,75 @@ def test_a_timeout_is_a_result(real_api: RealApi) -> None:
     assert not result.ok
     assert result.skipped is None
     assert "did not finish" in result.diagnostics[0].message
+
+
+# -- a pass reused within a process (the precheck, then the verification) ---------------------
+
+
+def test_a_pass_is_reused_only_for_the_same_files_and_only_when_asked(
+        real_api: RealApi, tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    shutil.copytree(GOLDEN / "legacy" / "relu", first)
+    kernel = first / "ascendc" / "relu_kernel.cpp"
+    # Bytes of its own (nothing earlier in this process checked it), and a header of its own.
+    kernel.write_text(kernel.read_text("utf-8").replace(
+        '#include "kernel_operator.h"\n',
+        f'#include "kernel_operator.h"\n#include "extra.h"  // {tmp_path.name}\n', 1),
+        encoding="utf-8")
+    (first / "ascendc" / "extra.h").write_text("constexpr int OPBOT_EXTRA = 1;\n", "utf-8")
+    second = tmp_path / "second"
+    shutil.copytree(first, second)
+
+    checked = typecheck_package(first, reuse_passed=True)
+    assert checked.ok, checked.log[:2000]
+    assert REUSED_NOTE not in checked.notes
+    assert checked.seconds > 0
+    again = typecheck_package(second, reuse_passed=True)  # another folder, the same files
+    assert again.ok
+    assert REUSED_NOTE in again.notes
+    assert again.seconds == 0.0
+    assert (again.command, again.log) == (checked.command, checked.log)
+    fresh = typecheck_package(second)  # not asked: a check of its own
+    assert fresh.ok
+    assert REUSED_NOTE not in fresh.notes
+    assert fresh.seconds > 0
+
+    # A header the kernel includes changed: checked again, and it fails.
+    (second / "ascendc" / "extra.h").write_text("constexpr int OPBOT_EXTRA = ;\n", "utf-8")
+    broken = typecheck_package(second, reuse_passed=True)
+    assert not broken.ok
+    assert any(item.file == "extra.h" for item in broken.diagnostics), broken.log[:2000]
+    # A failure is never kept: asked again, g++ runs again.
+    assert REUSED_NOTE not in typecheck_package(second, reuse_passed=True).notes
+    # A file the kernel does not include, added beside it: every file counts.
+    (first / "ascendc" / "unused.h").write_text("// nothing\n", "utf-8")
+    assert REUSED_NOTE not in typecheck_package(first, reuse_passed=True).notes
+
+
+def test_the_precheck_sees_what_the_verification_compiles(
+        real_api: RealApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The draft's precheck stages the package as the verification does (its kernel and
+    top-level headers): a kernel that includes a file the verification never compiles
+    (the NPU binding, a header in a subfolder) fails here too, not only later."""
+    from bot.agent.backends.ascendc.real_api import real_api_precheck
+    from runners.ascendc.cpu_verify import SWITCH
+
+    monkeypatch.setenv(SWITCH, "1")
+    package = GOLDEN / "legacy" / "relu"
+    files = {f"ascendc/{path.relative_to(package / 'ascendc').as_posix()}":
+             path.read_text(encoding="utf-8")
+             for path in (package / "ascendc").rglob("*") if path.is_file()}
+    assert real_api_precheck(files).ok
+    kernel = "ascendc/relu_kernel.cpp"
+    for extra_name, include in (("ascendc/inc/relu_extra.h", "inc/relu_extra.h"),
+                                ("ascendc/relu_extra.cpp", "relu_extra.cpp")):
+        changed = {**files, extra_name: f"constexpr int OPBOT_{tmp_path.name[-6:]} = 1;\n",
+                   kernel: files[kernel].replace('#include "kernel_operator.h"\n',
+                                                 f'#include "kernel_operator.h"\n'
+                                                 f'#include "{include}"\n', 1)}
+        verdict = real_api_precheck(changed)
+        assert not verdict.ok, include
+        assert include in verdict.feedback, verdict.feedback
 
 
 def test_not_a_package_and_a_kernel_outside_it_are_results(tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.agent.package import write_files
-from runners.ascendc.cpu_verify import SWITCH, compiler_failure, switched_off
+from runners.ascendc.cpu_verify import SWITCH, checked_copy, compiler_failure, switched_off
+from runners.ascendc.package import PackageError, read_manifest
 from runners.ascendc.source_rules import source_problems
 from runners.sandbox import private_workdir
 
@@ -58,6 +60,17 @@ def real_api_precheck(files: Mapping[str, str]) -> RealApiPrecheck:
     return _cache[key]
 
 
+def _as_verified(work: Path) -> Path:
+    """The package in `work` staged as the verification stages it; as it is where its
+    manifest is unreadable (the check then says so)."""
+    package = work / "ascendc"
+    try:
+        manifest = read_manifest(package)
+    except (PackageError, OSError, ValueError, KeyError, TypeError):
+        return package
+    return checked_copy(package, manifest, work / "checked")
+
+
 def _check(files: Mapping[str, str]) -> RealApiPrecheck:
     from runners.ascendc.realapi.typecheck import typecheck_package
 
@@ -65,7 +78,9 @@ def _check(files: Mapping[str, str]) -> RealApiPrecheck:
         write_files(work, {name: text for name, text in files.items()
                            if name.startswith("ascendc/")})
         try:
-            result = typecheck_package(work / "ascendc")
+            # What the verification compiles, as it stages it (its kernel and headers):
+            # a pass here is kept, and the verification of the same files reuses it.
+            result = typecheck_package(_as_verified(work), reuse_passed=True)
         except Exception as exc:  # noqa: BLE001 - a broken check must not stop the loop
             return RealApiPrecheck(ok=True, note=f"the real-header check failed to run: "
                                    f"{type(exc).__name__}: {exc}")
