@@ -386,7 +386,8 @@ print(json.dumps(registry_backend("triton").generate_offline(job).source))
                            text=True, timeout=300, check=True) for text in (code, cold_code)]
     before, after, warmed = json.loads(runs[0].stdout)
     assert after == before
-    assert warmed and warmed == json.loads(runs[1].stdout)
+    assert warmed
+    assert warmed == json.loads(runs[1].stdout)
 
 
 def test_a_hostile_reference_in_the_warm_generator_leaves_nothing(
