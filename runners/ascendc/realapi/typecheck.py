@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,13 +185,16 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path], *,
             prepare_pch(compiler, api, pch_flags(api))
         check = _Check(tmp, kernel.name, compiler, api, include, timeout_s, line)
         key = _passed_key(check, pch) if reuse_passed and not include else None
-        if key is not None and key in _PASSED:
-            return _PASSED[key].again()
+        with _PASSED_LOCK:
+            kept = _PASSED.get(key) if key is not None else None
+        if kept is not None:
+            return kept.again()
         result = _checked(check, pch)
         if key is not None and result.ok and result.skipped is None:
-            _PASSED[key] = _Passed(result)
-            while len(_PASSED) > _PASSED_KEPT:
-                del _PASSED[next(iter(_PASSED))]
+            with _PASSED_LOCK:  # a scan checks two operators at once
+                _PASSED[key] = _Passed(result)
+                while len(_PASSED) > _PASSED_KEPT:
+                    del _PASSED[next(iter(_PASSED))]
         return result
 
 
@@ -231,6 +235,7 @@ class _Passed:
 
 
 _PASSED: dict[str, _Passed] = {}
+_PASSED_LOCK = threading.Lock()
 
 
 def _passed_key(check: _Check, pch: PrecompiledHeader | None) -> str | None:
