@@ -155,6 +155,10 @@ def typecheck_source(kernel: Path, *, generation: Generation, api: RealApi | Non
             api = prepare_real_api()
         except RealApiUnavailable as exc:
             return _skipped(str(exc))
+    if kernel.name.startswith("-"):
+        # g++ would read it as an option ("--version" checks nothing and exits 0).
+        return _failed(f"the kernel source {kernel.name!r} starts with '-': rename it",
+                       file=kernel.name)
     if not kernel.is_file():
         return _failed(f"the kernel source {kernel} does not exist", file=kernel.name)
     compiler = shutil.which("g++")
@@ -192,7 +196,7 @@ def _run(kernel: Path, compiler: str, api: RealApi, include: Sequence[Path], *,
         result = _checked(check, pch)
         if key is not None and result.ok and result.skipped is None:
             with _PASSED_LOCK:  # a scan checks two operators at once
-                _PASSED[key] = _Passed(result)
+                _PASSED[key] = _Passed(_copy(result))  # never the caller's own object
                 while len(_PASSED) > _PASSED_KEPT:
                     del _PASSED[next(iter(_PASSED))]
         return result
@@ -228,10 +232,15 @@ class _Passed:
     result: TypecheckResult
 
     def again(self) -> TypecheckResult:
-        return dataclasses.replace(
-            self.result, seconds=0.0, command=list(self.result.command),
-            diagnostics=list(self.result.diagnostics),
-            notes=[*self.result.notes, REUSED_NOTE])
+        answer = _copy(self.result)
+        answer.seconds = 0.0
+        answer.notes.append(REUSED_NOTE)
+        return answer
+
+
+def _copy(result: TypecheckResult) -> TypecheckResult:
+    return dataclasses.replace(result, command=list(result.command),
+                               diagnostics=list(result.diagnostics), notes=list(result.notes))
 
 
 _PASSED: dict[str, _Passed] = {}
@@ -240,26 +249,32 @@ _PASSED_LOCK = threading.Lock()
 
 def _passed_key(check: _Check, pch: PrecompiledHeader | None) -> str | None:
     """What the check reads, digested; None when part of it cannot be read."""
-    digest = hashlib.sha256(b"opbot-typecheck-passed-1\0")
-    command = gxx_command(check.compiler, check.api, check.source, (),
-                          None if pch is None else pch.folder)
-    digest.update("\0".join(command).encode("utf-8", "surrogateescape") + b"\0\0")
+    digest = hashlib.sha256(b"opbot-typecheck-passed-2")
+
+    def field(kind: bytes, value: str | bytes) -> None:
+        # Each field with its kind and length: no two different inputs read alike (a
+        # file's bytes may hold NULs, names and contents run into each other otherwise).
+        data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+        digest.update(kind + len(data).to_bytes(8, "big") + data)
+
+    for item in gxx_command(check.compiler, check.api, check.source, (),
+                            None if pch is None else pch.folder):
+        field(b"a", item)
     files = [os.path.realpath(check.compiler)]
     if pch is not None:
         files.append(str(pch.folder / f"{HEADER}.gch"))
     try:
         for name in files:
             info = Path(name).stat()
-            digest.update(f"{name}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0"
-                          .encode("utf-8", "surrogateescape"))
+            field(b"s", f"{name}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}")
         work = check.tmp / "work"
         for root, folders, names in os.walk(work):
             folders.sort()
+            field(b"d", str(Path(root).relative_to(work)))  # empty folders count too
             for name in sorted(names):
                 path = Path(root) / name
-                digest.update(str(path.relative_to(work)).encode("utf-8", "surrogateescape")
-                              + b"\0" + path.read_bytes() + b"\0")
-            digest.update(b"\0")
+                field(b"n", str(path.relative_to(work)))
+                field(b"f", path.read_bytes())
     except (OSError, RecursionError):
         return None
     return digest.hexdigest()
@@ -570,6 +585,8 @@ def typecheck_package(folder: Path, *, timeout_s: float = 180,
         inside = kernel.resolve().is_relative_to(package.resolve())
     except (OSError, RuntimeError):
         inside = False
+    except ValueError:  # a lone surrogate, say
+        return _failed(f"{MANIFEST} names a kernel no file can be named: {manifest.kernel!r}")
     if not inside:
         return _failed(f"{MANIFEST} names a kernel outside the package: {manifest.kernel!r}")
     result = typecheck_source(kernel, generation=manifest.generation, timeout_s=timeout_s,

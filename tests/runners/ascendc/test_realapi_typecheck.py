@@ -385,3 +385,74 @@ def test_a_gap_in_our_declarations_is_not_blamed_on_the_kernel(tmp_path: Path) -
     kept, missing = split_standin_gaps(diagnostics, api)
     assert missing == ["vnewop"]
     assert [item.file for item in kept] == ["my_kernel.cpp"]
+
+
+# -- the kept passes, attacked (an outside review) ---------------------------------------------
+
+
+def _relu_package(folder: Path, kernel_text: str, headers: dict[str, str]) -> Path:
+    shutil.copytree(GOLDEN / "legacy" / "relu", folder)
+    (folder / "ascendc" / "relu_kernel.cpp").write_text(kernel_text, encoding="utf-8")
+    for name, text in headers.items():
+        (folder / "ascendc" / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_files_that_would_read_alike_joined_get_keys_of_their_own(real_api: RealApi,
+                                                                 tmp_path: Path) -> None:
+    """A file's bytes may hold NULs: {kernel, relu_kz.h: ""} and {kernel + NUL "relu_kz.h"
+    NUL} read alike when names and texts are only NUL-separated. The second must be
+    checked, and it fails (the header it includes is not there)."""
+    kernel = GOLDEN_RELU.read_text("utf-8").replace(
+        '#include "kernel_operator.h"\n',
+        f'#include "kernel_operator.h"\n#include "relu_kz.h"  // {tmp_path.name}\n', 1)
+    with_header = _relu_package(tmp_path / "a", kernel, {"relu_kz.h": ""})
+    without = _relu_package(tmp_path / "b", kernel + "\0relu_kz.h\0", {})
+    assert typecheck_package(with_header, reuse_passed=True).ok
+    verdict = typecheck_package(without, reuse_passed=True)
+    assert REUSED_NOTE not in verdict.notes
+    assert not verdict.ok
+    assert any("relu_kz.h" in item.message for item in verdict.diagnostics), verdict.log[:2000]
+
+
+def test_a_kept_pass_is_not_the_callers_object(real_api: RealApi, tmp_path: Path) -> None:
+    package = tmp_path / "add"
+    shutil.copytree(GOLDEN / "asc" / "add", package)
+    kernel = package / "ascendc" / "add_kernel.asc"
+    kernel.write_text(kernel.read_text("utf-8") + f"\n// {tmp_path.name}\n", encoding="utf-8")
+    first = typecheck_package(package, reuse_passed=True)
+    assert first.ok, first.log[:2000]
+    first.ok = False  # what a caller does with its result is its own affair
+    first.notes.append("the caller's own")
+    second = typecheck_package(package, reuse_passed=True)
+    assert second.ok
+    assert sum("host side" in note for note in second.notes) == 1
+    assert second.notes.count(REUSED_NOTE) == 1
+    assert "the caller's own" not in second.notes
+
+
+@pytest.mark.parametrize("name", ["--version", "\ud800.cpp"])
+def test_a_kernel_name_g_plus_plus_would_misread_is_a_result(name: str, tmp_path: Path) -> None:
+    package = tmp_path / "relu"
+    shutil.copytree(GOLDEN / "legacy" / "relu", package)
+    manifest = package / "ascendc" / "opbot.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["kernel"] = name
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    if not name.startswith("\ud800"):
+        (package / "ascendc" / name).write_text("int x = ;\n", encoding="utf-8")
+    result = typecheck_package(package)
+    assert not result.ok
+    assert result.diagnostics
+
+
+def test_the_precheck_keeps_drafts_apart_whatever_their_bytes() -> None:
+    """The precheck's own per-process answers (bot/agent/backends/ascendc/real_api.py):
+    names and texts with NULs in them never make two drafts one."""
+    from bot.agent.backends.ascendc.real_api import _key
+
+    kernel = "ascendc/relu_kernel.cpp"
+    joined = {kernel: "K\0ascendc/relu_kz.h\0"}
+    apart = {kernel: "K", "ascendc/relu_kz.h": ""}
+    assert _key(joined) != _key(apart)
+    assert _key(apart) == _key(dict(reversed(apart.items())))

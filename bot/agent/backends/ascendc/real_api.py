@@ -37,7 +37,10 @@ def _key(files: Mapping[str, str]) -> str:
     digest = hashlib.sha256()
     for name in sorted(files):
         if name.endswith((".cpp", ".asc", ".h", ".json")):
-            digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+            # Lengths first: a file's text may hold NULs, names and texts must not blur.
+            for part in (name, files[name]):
+                data = part.encode("utf-8", "surrogateescape")
+                digest.update(len(data).to_bytes(8, "big") + data)
     return digest.hexdigest()
 
 
