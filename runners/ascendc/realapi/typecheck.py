@@ -257,8 +257,7 @@ def _passed_key(check: _Check, pch: PrecompiledHeader | None) -> str | None:
         data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
         digest.update(kind + len(data).to_bytes(8, "big") + data)
 
-    for item in gxx_command(check.compiler, check.api, check.source, (),
-                            None if pch is None else pch.folder):
+    for item in check.command(pch):
         field(b"a", item)
     files = [os.path.realpath(check.compiler)]
     if pch is not None:
@@ -333,10 +332,13 @@ class _Check:
     timeout_s: float
     include_line: int | None  # leading_include_line of the kernel
 
+    def command(self, pch: PrecompiledHeader | None) -> list[str]:
+        return gxx_command(self.compiler, self.api, self.source, self.include,
+                           None if pch is None else pch.folder)
+
     def run(self, pch: PrecompiledHeader | None) -> TypecheckResult:
         api, work = self.api, self.tmp / "work"
-        command = gxx_command(self.compiler, api, self.source, self.include,
-                              None if pch is None else pch.folder)
+        command = self.command(pch)
         log_path = self.tmp / ("gxx.log" if pch is None else "gxx-pch.log")
         readable = [api.root, *self.include]
         if pch is not None:
