@@ -12,29 +12,49 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from bot import __version__, queue_cli
 from bot.agent.backends import DEFAULT_BACKEND, backend_names, parse_backends
 from bot.errors import BadInputError, OpbotError
 from bot.forge.registry import names as forge_names
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 BACKEND_CHOICE = click.Choice(list(backend_names()), case_sensitive=False)
 FORGE_CHOICE = click.Choice(list(forge_names()))  # the forge registry's names
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-_stderr = Console(stderr=True, highlight=False)
-_stdout = Console(highlight=False)
+
+@cache
+def _console(stderr: bool) -> Console:
+    # rich loads on first output (~0.1 s): a --json run or a gate decision never needs it.
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _out() -> Console:
+    return _console(stderr=False)
+
+
+def _err() -> Console:
+    return _console(stderr=True)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    _stderr.print(f"[bold red]error:[/] {escape(_printable(message, _stderr.file))}",
+    _err().print(f"[bold red]error:[/] {escape(_printable(message, _err().file))}",
                   markup=True, emoji=False, soft_wrap=True)
     sys.exit(code)
 
@@ -49,7 +69,7 @@ def _printable(text: str, stream: Any) -> str:
 def _print_plain(text: str) -> None:
     """Text from outside (a payload, a forge, a model) on stdout as it is: no markup, no
     :emoji: codes, and never an error for a character stdout cannot encode."""
-    _stdout.print(_printable(text, _stdout.file), soft_wrap=True, markup=False, emoji=False,
+    _out().print(_printable(text, _out().file), soft_wrap=True, markup=False, emoji=False,
                   highlight=False)
 
 
@@ -63,10 +83,10 @@ def _progress(enabled: bool) -> Iterator[Callable[[str], None]]:
     if os.environ.get(PROGRESS_LINES_VARIABLE) == "1":
         yield lambda message: print(f"{PROGRESS_PREFIX}{message}", file=sys.stderr, flush=True)
         return
-    if not enabled or not _stderr.is_terminal:
+    if not enabled or not _err().is_terminal:
         yield lambda _message: None
         return
-    with _stderr.status("starting") as status:
+    with _err().status("starting") as status:
         yield status.update
 
 
@@ -115,7 +135,7 @@ def verify(ref: Path, impl: Path, *, backend: str, as_json: bool, timeout_s: flo
     else:
         _print_verdict(result)
         for note in _scaled_notes(result.inferred):
-            _stdout.print(f"note: {note}", soft_wrap=True, markup=False)
+            _out().print(f"note: {note}", soft_wrap=True, markup=False)
     sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)
 
 
@@ -272,7 +292,7 @@ def replay(transcript: Path, as_json: bool) -> None:
     else:
         for item in report.attempts:
             agree = "same" if item.recorded == item.replayed else "DIFFERENT"
-            _stdout.print(f"attempt {item.attempt}: recorded {escape(item.recorded)}, replayed "
+            _out().print(f"attempt {item.attempt}: recorded {escape(item.recorded)}, replayed "
                           f"{escape(item.replayed)} ({agree})")
     sys.exit(EXIT_PASSED if report.consistent else EXIT_FAILED)
 
@@ -508,6 +528,8 @@ def doctor(as_json: bool) -> None:
 
 
 def _print_cases(result: Any) -> None:
+    from rich.table import Table
+
     table = Table(title=None, show_edge=False)
     for column in ("case", "shapes", "dtypes", "max abs err", "max rel err", "result"):
         table.add_column(column)
@@ -518,28 +540,30 @@ def _print_cases(result: Any) -> None:
                       "-" if case.max_rel_err is None else f"{case.max_rel_err:.3g}",
                       "[green]passed[/]" if case.passed else "[red]FAILED[/]")
     if result.cases:
-        _stdout.print(table)
+        _out().print(table)
 
 
 def _print_verdict(result: Any) -> None:
     colour = "green" if result.passed else "red"
     seed = f" (seed {result.seed}: --seed {result.seed} replays these inputs)" if (
         result.seed is not None) else ""
-    _stdout.print(f"[bold {colour}]{result.status}[/] on {escape(result.device)}{seed}")
+    _out().print(f"[bold {colour}]{result.status}[/] on {escape(result.device)}{seed}")
     _print_cases(result)
     for reason in result.reasons:
         # Messages quote user code and its errors: never rich markup.
         where = f" ({reason.location.render()})" if reason.location else ""
         case = f" \\[case {escape(str(reason.case))}]" if reason.case else ""
-        _stdout.print(f"[red]- {escape(reason.check)}[/]{case}: {escape(reason.message + where)}",
+        _out().print(f"[red]- {escape(reason.check)}[/]{case}: {escape(reason.message + where)}",
                       soft_wrap=True, markup=True, highlight=False)
         if reason.log_tail and reason.check in ("crash", "timeout", "run", "load", "init"):
-            _stdout.print(reason.log_tail[-1500:], markup=False, highlight=False)
+            _out().print(reason.log_tail[-1500:], markup=False, highlight=False)
     for warning in result.warnings:
-        _stdout.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        _out().print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
 def _print_scan(rows: Any, toolchain: str) -> None:
+    from rich.table import Table
+
     table = Table(title=None, show_edge=False)
     for column in ("operator", "backend", "verdict", "action", "reason"):
         table.add_column(column)
@@ -547,32 +571,32 @@ def _print_scan(rows: Any, toolchain: str) -> None:
         colour = "green" if row.status == "passed" else "red"
         table.add_row(escape(row.op), row.backend, f"[{colour}]{row.status}[/]", row.action,
                       escape(row.reason[:160]))
-    _stdout.print(f"toolchain: {toolchain or 'unknown'}")
-    _stdout.print(table)
+    _out().print(f"toolchain: {toolchain or 'unknown'}")
+    _out().print(table)
 
 
 def _print_generate(outcome: Any) -> None:
     if outcome.backends:
         for item in outcome.backends:
-            _stdout.print(f"[bold]{escape(item.backend)}[/]: {escape(item.status)}",
+            _out().print(f"[bold]{escape(item.backend)}[/]: {escape(item.status)}",
                           soft_wrap=True)
             _print_generate(item)
-        _stdout.print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}",
+        _out().print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}",
                       markup=False)
         return
     if outcome.status == "unsupported":
-        _stdout.print(f"[bold yellow]unsupported[/]: {escape(outcome.message)}", soft_wrap=True)
+        _out().print(f"[bold yellow]unsupported[/]: {escape(outcome.message)}", soft_wrap=True)
         return
-    _stdout.print(f"{outcome.attempts} attempt(s), stopped because: {outcome.stopped_because}"
+    _out().print(f"{outcome.attempts} attempt(s), stopped because: {outcome.stopped_because}"
                   f"; tokens: {outcome.tokens.total}", markup=False)
     for note in outcome.notes:
-        _stdout.print(f"note: {note}", soft_wrap=True, markup=False)
+        _out().print(f"note: {note}", soft_wrap=True, markup=False)
     if outcome.verification is not None:
         _print_verdict(outcome.verification)
         timing = outcome.verification.timing
         if timing is not None:
-            _stdout.print(f"timing: kernel {timing.candidate_ms:.3f} ms, PyTorch "
+            _out().print(f"timing: kernel {timing.candidate_ms:.3f} ms, PyTorch "
                           f"{timing.reference_ms:.3f} ms on {timing.device} ({timing.note})",
                           soft_wrap=True, markup=False)
-    _stdout.print(f"operator package: {outcome.out}", markup=False)
+    _out().print(f"operator package: {outcome.out}", markup=False)
 

@@ -33,9 +33,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import jsonschema
 import yaml
 import yaml.reader
 
@@ -44,6 +43,9 @@ from bot.forge.base import PERMISSION_ORDER, Permission
 from bot.perf.peaks import DevicePeaks
 from runners.base import MAX_SPREAD_VARIABLE
 from runners.sandbox import SandboxPolicy
+
+if TYPE_CHECKING:
+    import jsonschema
 
 REPOSITORY_POLICY_PATH = ".opbot.yaml"
 # The `llm` section handed to a child `opbot generate` (JSON), as the sandbox's is.
@@ -549,6 +551,8 @@ def _validate(read: _Read, source: str) -> dict[str, Any]:
     for path in _non_finite(read.data):
         raise _error_at("not a finite number", source, _mark(_node_at(read.root, path)),
                         field=_dotted(path), column=False)
+    import jsonschema  # ~0.1 s: only where a policy is read
+
     validator = jsonschema.Draft202012Validator(_schema())
     problems = sorted((_schema_problem(error, read, source)
                        for error in validator.iter_errors(read.data)),

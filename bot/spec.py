@@ -67,11 +67,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-import jsonschema
 import yaml
-from jsonschema.exceptions import ValidationError
 from yaml.reader import ReaderError
 
 from bot.errors import BadInputError, SpecError
@@ -84,6 +82,10 @@ from runners.base import (
     Tolerance,
     VerifyRequest,
 )
+
+if TYPE_CHECKING:
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
 
 DTYPES: tuple[str, ...] = (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool",
@@ -628,6 +630,8 @@ class _NodeCheck:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
+    import jsonschema  # ~0.1 s: only where a spec is read, not at every command's start
+
     resource = resources.files("bot") / "schemas" / "op-spec.schema.json"
     schema = json.loads(resource.read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
@@ -718,7 +722,7 @@ def _describe_unique(error: ValidationError, path: FieldPath) -> Problem:
     return path, "has repeated entries"
 
 
-_Describer = Callable[[ValidationError, FieldPath], Problem]
+_Describer = Callable[["ValidationError", FieldPath], Problem]
 _DESCRIBERS: dict[str, _Describer] = {
     "additionalProperties": _describe_additional,
     "required": _describe_required,

@@ -38,6 +38,19 @@ def test_version() -> None:
     assert "opbot" in run.stdout
 
 
+def test_a_command_loads_the_schema_validator_and_rich_only_when_it_needs_them() -> None:
+    """Every opbot process starts with bot.cli (a CI job runs hundreds): jsonschema and rich
+    (~0.15 s together) load with the first spec read or the first human-readable line."""
+    probe = ("import sys, bot.cli; print(sorted({n.split('.')[0] for n in sys.modules} "
+             "& {'jsonschema', 'rich'}))")
+    started = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                             text=True, timeout=120, check=False)
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip() == "[]"
+    bad = run_opbot("verify", str(REPO / "no-such-spec.yaml"), str(RELU_GOOD))
+    _assert_clean_error(bad, "no-such-spec.yaml")  # the error still shows, through rich
+
+
 def test_verify_missing_reference(tmp_path: Path) -> None:
     _assert_clean_error(run_opbot("verify", str(tmp_path / "nope.py"), str(RELU_GOOD), "--json"),
                         "nope.py")
