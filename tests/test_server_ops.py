@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
 import pytest
 import uvicorn
 from click.testing import CliRunner
@@ -33,7 +32,7 @@ from bot.publish import STATUS_MARKER
 from bot.queue import JobQueue, QueuedJob, RequestKey, queue_path
 from bot.server import ServerSettings, handle_job, make_app
 from tests.support_forge import RecordingDispatcher as Dispatcher
-from tests.support_serve import free_port
+from tests.support_serve import free_port, loopback
 
 SECRET = "ops-webhook-secret-77c1"
 TOKEN = "ghp_opsSecretToken0123456789abcdef"
@@ -111,7 +110,7 @@ def test_a_healthy_server_answers_200_with_its_counts(tmp_path: Path) -> None:
     with served(_settings(queue, dispatch=Dispatcher())) as url:
         queue.enqueue("github:octo/kernels:relu", _plan())
         until(lambda: queue.counts() == {"done": 1})
-        answer = httpx.get(f"{url}/healthz", timeout=5)
+        answer = loopback().get(f"{url}/healthz", timeout=5)
     assert answer.status_code == 200
     assert answer.json() == {"status": "ok", "jobs": {"done": 1},
                              "workers": {"main": "up", "control": "up"}}
@@ -122,8 +121,8 @@ def test_a_healthy_server_answers_200_with_its_counts(tmp_path: Path) -> None:
 def test_a_dead_worker_makes_healthz_503(tmp_path: Path) -> None:
     queue = DyingQueue(tmp_path / "q.sqlite3")
     with served(_settings(queue, dispatch=Dispatcher())) as url:
-        until(lambda: httpx.get(f"{url}/healthz", timeout=5).status_code == 503)
-        answer = httpx.get(f"{url}/healthz", timeout=5).json()
+        until(lambda: loopback().get(f"{url}/healthz", timeout=5).status_code == 503)
+        answer = loopback().get(f"{url}/healthz", timeout=5).json()
         metrics = _scrape(url)
     assert answer["status"] == "unhealthy"
     assert answer["reasons"] == ["the main worker is dead (SystemExit)"]
@@ -136,11 +135,11 @@ def test_a_stuck_queue_makes_healthz_503(tmp_path: Path) -> None:
     queue = WedgedQueue(tmp_path / "q.sqlite3")
     settings = _settings(queue, dispatch=Dispatcher(), limits=Limits(stuck_after_s=0.4))
     with served(settings) as url:
-        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+        assert loopback().get(f"{url}/healthz", timeout=5).status_code == 200
         queue.enqueue("github:octo/kernels:relu", _plan())
-        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200  # not yet
+        assert loopback().get(f"{url}/healthz", timeout=5).status_code == 200  # not yet
         time.sleep(0.6)
-        answer = httpx.get(f"{url}/healthz", timeout=5)
+        answer = loopback().get(f"{url}/healthz", timeout=5)
     assert answer.status_code == 503
     (reason,) = answer.json()["reasons"]
     assert reason.startswith("the queue is stuck: a job has waited")
@@ -163,13 +162,13 @@ def test_a_long_job_is_not_a_stuck_queue_until_it_overruns(tmp_path: Path) -> No
         until(lambda: queue.counts().get("running") == 1)
         queue.enqueue("github:octo/kernels:gelu", _plan(op="gelu"))  # claimable, waits
         time.sleep(0.6)
-        busy = httpx.get(f"{url}/healthz", timeout=5)
+        busy = loopback().get(f"{url}/healthz", timeout=5)
         settings.limits = Limits(stuck_after_s=0.3, running_limit_s=0.3)
-        overrun = httpx.get(f"{url}/healthz", timeout=5)
+        overrun = loopback().get(f"{url}/healthz", timeout=5)
         release.set()
         until(lambda: queue.counts() == {"done": 2})
         settings.limits = Limits(stuck_after_s=0.3, running_limit_s=60)
-        after = httpx.get(f"{url}/healthz", timeout=5)
+        after = loopback().get(f"{url}/healthz", timeout=5)
     assert busy.status_code == 200
     assert overrun.status_code == 503
     (reason,) = overrun.json()["reasons"]
@@ -217,7 +216,7 @@ def parse_metrics(text: str) -> dict[Key, float]:
 
 
 def _scrape(url: str) -> dict[Key, float]:
-    answer = httpx.get(f"{url}/metrics", timeout=5)
+    answer = loopback().get(f"{url}/metrics", timeout=5)
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert REPO not in answer.text  # no repository label: bounded, and nothing to leak
@@ -246,7 +245,7 @@ def test_metrics_count_jobs_and_survive_a_restart(tmp_path: Path) -> None:
         until(lambda: queue.counts() == {"done": 2, "failed": 1})
         queue.submit("github:octo/kernels:silu", _plan(op="silu"),
                      RequestKey("silu", settle_s=3600))  # waits an hour for its burst
-        unsigned = httpx.post(f"{url}/webhook/github", content=b"{}", timeout=5,
+        unsigned = loopback().post(f"{url}/webhook/github", content=b"{}", timeout=5,
                               headers={"X-GitHub-Event": "issues"})
         assert unsigned.status_code == 401
         time.sleep(0.2)
