@@ -55,7 +55,7 @@ def escape(text: str) -> str:
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     _err().print(f"[bold red]error:[/] {escape(_printable(message, _err().file))}",
-                  markup=True, emoji=False, soft_wrap=True)
+                 markup=True, emoji=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -70,7 +70,7 @@ def _print_plain(text: str) -> None:
     """Text from outside (a payload, a forge, a model) on stdout as it is: no markup, no
     :emoji: codes, and never an error for a character stdout cannot encode."""
     _out().print(_printable(text, _out().file), soft_wrap=True, markup=False, emoji=False,
-                  highlight=False)
+                 highlight=False)
 
 
 @contextmanager
@@ -293,7 +293,7 @@ def replay(transcript: Path, as_json: bool) -> None:
         for item in report.attempts:
             agree = "same" if item.recorded == item.replayed else "DIFFERENT"
             _out().print(f"attempt {item.attempt}: recorded {escape(item.recorded)}, replayed "
-                          f"{escape(item.replayed)} ({agree})")
+                         f"{escape(item.replayed)} ({agree})")
     sys.exit(EXIT_PASSED if report.consistent else EXIT_FAILED)
 
 
@@ -554,7 +554,7 @@ def _print_verdict(result: Any) -> None:
         where = f" ({reason.location.render()})" if reason.location else ""
         case = f" \\[case {escape(str(reason.case))}]" if reason.case else ""
         _out().print(f"[red]- {escape(reason.check)}[/]{case}: {escape(reason.message + where)}",
-                      soft_wrap=True, markup=True, highlight=False)
+                     soft_wrap=True, markup=True, highlight=False)
         if reason.log_tail and reason.check in ("crash", "timeout", "run", "load", "init"):
             _out().print(reason.log_tail[-1500:], markup=False, highlight=False)
     for warning in result.warnings:
@@ -579,16 +579,16 @@ def _print_generate(outcome: Any) -> None:
     if outcome.backends:
         for item in outcome.backends:
             _out().print(f"[bold]{escape(item.backend)}[/]: {escape(item.status)}",
-                          soft_wrap=True)
+                         soft_wrap=True)
             _print_generate(item)
         _out().print(f"recommended: {outcome.recommended or 'none (nothing verified and timed)'}",
-                      markup=False)
+                     markup=False)
         return
     if outcome.status == "unsupported":
         _out().print(f"[bold yellow]unsupported[/]: {escape(outcome.message)}", soft_wrap=True)
         return
     _out().print(f"{outcome.attempts} attempt(s), stopped because: {outcome.stopped_because}"
-                  f"; tokens: {outcome.tokens.total}", markup=False)
+                 f"; tokens: {outcome.tokens.total}", markup=False)
     for note in outcome.notes:
         _out().print(f"note: {note}", soft_wrap=True, markup=False)
     if outcome.verification is not None:
@@ -596,7 +596,7 @@ def _print_generate(outcome: Any) -> None:
         timing = outcome.verification.timing
         if timing is not None:
             _out().print(f"timing: kernel {timing.candidate_ms:.3f} ms, PyTorch "
-                          f"{timing.reference_ms:.3f} ms on {timing.device} ({timing.note})",
-                          soft_wrap=True, markup=False)
+                         f"{timing.reference_ms:.3f} ms on {timing.device} ({timing.note})",
+                         soft_wrap=True, markup=False)
     _out().print(f"operator package: {outcome.out}", markup=False)
 
