@@ -574,6 +574,10 @@ def test_dockerfile_entrypoint_and_copies(dockerfile: list[Instruction]) -> None
     copies = " ".join(item.args for item in dockerfile if item.keyword == "COPY")
     assert "runners/provision/entrypoint.sh" in copies
     assert "runners/provision/check_runner.sh" in copies
+    # The entrypoint execs the forwarder from its own folder: one COPY puts both there.
+    [entrypoint_copy] = [item.args for item in dockerfile if item.keyword == "COPY"
+                         and "runners/provision/entrypoint.sh" in item.args]
+    assert "runners/provision/forward_signals.py" in entrypoint_copy
     for item in dockerfile:
         if item.keyword == "COPY":
             sources = [word for word in item.args.split() if not word.startswith("--")][:-1]

@@ -342,6 +342,87 @@ def test_entrypoint_exits_128_plus_the_signal_that_killed_the_command(tmp_path: 
         assert not Path(f"/proc/{child}").exists(), "the command was not reaped"
 
 
+def _live_signal_children(ready: Path) -> list[int]:
+    """The pids of SIGNAL_CHILD processes started to report to ready that still run."""
+    # The entrypoint's own command substitutions carry the same arguments: matched on the
+    # child's argv[0] and -c, and zombies (already ended) left out.
+    prefix = f"{sys.executable}\0-c\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if not entry.name.isdigit():
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if cmdline.startswith(prefix) and str(ready).encode() in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_signal_at_any_moment_of_start_up_ends_the_command_promptly(
+        tmp_path: Path, name: str) -> None:
+    # docker stop can come while the entrypoint still loads CANN's environment, between
+    # starting the command and waiting for it, or once the command runs: at every moment the
+    # entrypoint exits promptly and leaves no command behind. (A shell loop around `wait`
+    # could miss a signal that arrived just before it blocked, and wait for ever.)
+    number = getattr(signal, name)
+    outcomes = set()
+    # Start-up takes ~0.25 s here; the last step waits until the command runs.
+    for step in range(11):
+        ready = tmp_path / f"child{step}.ready"
+        process = subprocess.Popen(
+            [str(PROVISION / "entrypoint.sh"), sys.executable, "-c", SIGNAL_CHILD, str(ready),
+             name], env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path / "no-cann"),
+                                  OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        time.sleep(step * 0.03)
+        while step == 10 and not ready.exists() and process.poll() is None:
+            time.sleep(0.01)
+        process.send_signal(number)
+        try:
+            status = process.wait(timeout=20)
+        finally:
+            _cleanup(process, ready)
+        assert _live_signal_children(ready) == [], f"a command outlived step {step}"
+        errors = process.stderr.read() if process.stderr else ""
+        # Handled by the command (3), or it had not set its handler yet (128+N; 1 when a
+        # SIGINT cut its Python's start-up short), or the entrypoint had not started it yet
+        # (killed itself: -N).
+        expected = {3, 128 + number, -number} | ({1} if number == signal.SIGINT else set())
+        assert status in expected, (step, status, errors)
+        # A SIGINT in the forwarder's first milliseconds is a KeyboardInterrupt: only before
+        # it started the command.
+        assert "forward_signals.py" not in errors or status == -number, errors
+        outcomes.add(status)
+    # The command that ran got the signal: passed on, not lost.
+    assert 3 in outcomes
+
+
+def test_entrypoint_passes_a_burst_of_signals_on(tmp_path: Path) -> None:
+    with _entrypoint_running(tmp_path, ["SIGTERM", "SIGHUP"],
+                             OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1") as (process, _ready):
+        for _ in range(5):
+            process.send_signal(signal.SIGHUP)
+            process.send_signal(signal.SIGTERM)
+        # 3 from the command's handler, or 128+N: Python puts the default handlers back
+        # while it exits, and a later signal of the burst can still arrive then.
+        assert process.wait(timeout=20) in {3, 128 + signal.SIGHUP, 128 + signal.SIGTERM}
+    assert (tmp_path / "child.ready.signal").read_text() in {"SIGHUP", "SIGTERM"}
+
+
+def test_entrypoint_forwarding_says_when_the_command_cannot_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(PROVISION / "entrypoint.sh"), str(tmp_path / "no-such-command"), "--flag"],
+        capture_output=True, text=True, timeout=30, check=False,
+        env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    assert done.returncode == 127
+    assert "cannot run" in done.stderr
+    assert "no-such-command" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def _unshare_pid() -> list[str]:
     """unshare's command line for a new pid namespace, where this machine allows one."""
     unshare = shutil.which("unshare")

@@ -21,10 +21,11 @@
 # process only the signals it handles, and the command exec'd in its place would inherit
 # that position: the GitHub runner's run.sh, for one, then never sees `docker stop`'s
 # SIGTERM, the job is not cancelled and docker kills it after the grace period. So as PID 1
-# the command runs as a child in its own process group; TERM, INT, HUP and QUIT are passed
-# on to that whole group, orphans are reaped, and the exit status is the command's (128+N
-# when signal N killed it). With a terminal on stdin (docker run -it) the command is exec'd
-# instead: a background process group could not read the terminal. Not PID 1: exec.
+# forward_signals.py (exec'd in this script's place, python3 from the image) runs the command
+# as a child in its own process group; TERM, INT, HUP and QUIT are passed on to that whole
+# group, orphans are reaped, and the exit status is the command's (128+N when signal N
+# killed it). With a terminal on stdin (docker run -it) the command is exec'd instead: a
+# background process group could not read the terminal. Not PID 1: exec.
 set -euo pipefail
 
 # Prints the first set_env.sh that exists, in order of preference; returns 1 if none does.
@@ -82,36 +83,6 @@ load_cann_env() {
     export OPBOT_CANN_SET_ENV_USED="$set_env"
 }
 
-# Runs "$@" in its own process group, passes TERM, INT, HUP and QUIT on to that group, and
-# returns the command's exit status once it has ended.
-run_forwarding_signals() {
-    # Job control gives the background command its own process group, and keeps its stdin
-    # (without it, bash would give a background command /dev/null).
-    set -m
-    "$@" &
-    local child=$!
-    set +m
-    forwarded=0
-    local sig
-    for sig in TERM INT HUP QUIT; do
-        # shellcheck disable=SC2064 # the signal's name and the child's id are fixed now
-        trap "forwarded=1; kill -s $sig -- -$child 2>/dev/null || true" "$sig"
-    done
-    local status
-    while true; do
-        forwarded=0
-        status=0
-        wait "$child" || status=$?
-        # A handled signal interrupts `wait` (status 128+N) while the command still runs:
-        # wait again. Once the command has ended, bash remembers its status for `wait`.
-        if [[ $forwarded -eq 0 ]]; then
-            break
-        fi
-    done
-    # While this shell waits, it also reaps orphans re-parented to it as PID 1.
-    return "$status"
-}
-
 main() {
     if [[ $# -eq 0 ]]; then
         echo "usage: entrypoint.sh COMMAND [ARG...]" >&2
@@ -124,8 +95,11 @@ main() {
         echo "opbot-entrypoint: going on without CANN (NPU work will fail)" >&2
     fi
     if [[ ($$ -eq 1 && ! -t 0) || "${OPBOT_ENTRYPOINT_FORWARD_SIGNALS:-0}" == "1" ]]; then
-        run_forwarding_signals "$@"
-        return
+        # A shell loop around `wait` can miss a signal that arrives just before it blocks;
+        # forward_signals.py takes signals with sigwaitinfo and cannot.
+        local forwarder
+        forwarder="$(dirname "${BASH_SOURCE[0]}")/forward_signals.py"
+        exec python3 -I -S "$forwarder" "$@"
     fi
     exec "$@"
 }
