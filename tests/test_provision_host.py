@@ -400,6 +400,36 @@ def test_a_signal_at_any_moment_of_start_up_ends_the_command_promptly(
     assert 3 in outcomes
 
 
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_cann_loads_stops_the_entrypoint_before_the_command(
+        tmp_path: Path, name: str) -> None:
+    # While a foreground command of its own runs (CANN's set_env.sh, here one that takes a
+    # second), bash untrapped would take a SIGINT the command survived as handled, and go on
+    # to start the command.
+    loading = tmp_path / "loading"
+    set_env = tmp_path / "cann" / "set_env.sh"
+    set_env.parent.mkdir()
+    set_env.write_text(f"touch {loading}\nsleep 1\n")
+    ready = tmp_path / "child.ready"
+    process = subprocess.Popen(
+        [str(PROVISION / "entrypoint.sh"), sys.executable, "-c", SIGNAL_CHILD, str(ready)],
+        env=_base_env(OPBOT_CANN_SET_ENV=str(set_env), OPBOT_ASCEND_ROOT=str(tmp_path),
+                      OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not loading.exists():
+            assert process.poll() is None
+            assert time.monotonic() < deadline, "set_env.sh was not sourced"
+            time.sleep(0.01)
+        number = getattr(signal, name)
+        process.send_signal(number)
+        assert process.wait(timeout=20) == 128 + number
+        assert not ready.exists(), "the command started after the signal"
+    finally:
+        _cleanup(process, ready)
+
+
 def test_entrypoint_passes_a_burst_of_signals_on(tmp_path: Path) -> None:
     with _entrypoint_running(tmp_path, ["SIGTERM", "SIGHUP"],
                              OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1") as (process, _ready):

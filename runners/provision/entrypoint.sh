@@ -83,7 +83,21 @@ load_cann_env() {
     export OPBOT_CANN_SET_ENV_USED="$set_env"
 }
 
+# Until the command starts, a signal ends this script with 128+N. Untrapped, bash would let
+# a SIGINT pass while it waits for a command substitution that did not itself die of it
+# (it takes the child to have handled it) and run the command anyway; as PID 1 the kernel
+# would not deliver an untrapped signal at all. exec puts every trapped signal back to its
+# default.
+exit_on_signals_until_exec() {
+    local entry
+    for entry in TERM:15 INT:2 HUP:1 QUIT:3; do
+        # shellcheck disable=SC2064 # the status is fixed now
+        trap "exit $((128 + ${entry#*:}))" "${entry%:*}"
+    done
+}
+
 main() {
+    exit_on_signals_until_exec
     if [[ $# -eq 0 ]]; then
         echo "usage: entrypoint.sh COMMAND [ARG...]" >&2
         return 64
