@@ -22,6 +22,7 @@ from bot import __version__, queue_cli
 from bot.agent.backends import DEFAULT_BACKEND, backend_names, parse_backends
 from bot.errors import BadInputError, OpbotError
 from bot.forge.registry import names as forge_names
+from runners import collector
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -99,6 +100,7 @@ def _emit_json(data: dict[str, Any]) -> None:
 @click.version_option(__version__, prog_name="opbot")
 def main() -> None:
     """opbot: operator requests in, verified accelerator kernels out."""
+    collector.tune()  # before a command's imports (torch): they make most of the objects
 
 
 # -- verify ---------------------------------------------------------------------------------

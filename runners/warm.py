@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from runners import collector
 from runners.pids_cgroup import PidsCgroup
 from runners.sandbox import (
     IsolatedChild,
@@ -766,7 +767,9 @@ def serve(role: str, control_fd: int) -> int:
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     sock = socket.socket(fileno=control_fd)
+    collector.tune()  # the children inherit it
     _preimport(role)
+    collector.settle_before_forks()
     standing = _Standing.now()  # as it starts serving: every fork must inherit this
     dev_before = frozenset(entry.name for entry in Path("/dev").iterdir())
     sock.send(json.dumps({"op": "ready"}).encode())

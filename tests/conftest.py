@@ -143,6 +143,12 @@ SLOW_MODULES = frozenset({
 })
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from runners import collector
+
+    collector.tune()  # as opbot's own processes: pytest's reports, the fake forge's models
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from runners import collector
 from runners.harness.worker import Channel
 
 ROLES = ("reference", "candidate")
@@ -16,6 +17,7 @@ ROLES = ("reference", "candidate")
 
 def run_role(role: str) -> int:
     """Be one worker of `role` on the channel at stdin/stdout, until the judge says exit."""
+    collector.tune()  # a cold worker's own; a warm server's child has it already
     channel = Channel.take_stdio()
     if role == "reference":
         from runners.harness import reference_worker
