@@ -282,13 +282,38 @@ while True:
 """
 
 
+# The entrypoint as a container's first process starts: every signal it forwards at its
+# default (a test worker may run with SIGINT ignored, which a shell could not then trap).
+# GNU env resets them and execs: the entrypoint keeps env's pid.
+ENTRYPOINT = ["env", "--default-signal=TERM,INT,HUP,QUIT", str(PROVISION / "entrypoint.sh")]
+
+
+def _wait_until_signals_are_default(pid: int) -> None:
+    """Until env has reset the signals ENTRYPOINT starts with (or the process is gone)."""
+    mask = sum(1 << (number - 1) for number in (signal.SIGTERM, signal.SIGINT,
+                                                 signal.SIGHUP, signal.SIGQUIT))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        ignored = next(line.split()[1] for line in status.splitlines()
+                       if line.startswith("SigIgn:"))
+        if not int(ignored, 16) & mask:
+            return
+        time.sleep(0.001)
+    raise AssertionError("env did not reset the signals")
+
+
 def _start_entrypoint(tmp_path: Path, handled: list[str], **env: str) -> tuple[
         subprocess.Popen[str], Path]:
     ready = tmp_path / "child.ready"
     process = subprocess.Popen(
-        [str(PROVISION / "entrypoint.sh"), sys.executable, "-c", SIGNAL_CHILD, str(ready),
+        [*ENTRYPOINT, sys.executable, "-c", SIGNAL_CHILD, str(ready),
          *handled], env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path / "no-cann"), **env),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -372,11 +397,13 @@ def test_a_signal_at_any_moment_of_start_up_ends_the_command_promptly(
     for step in range(11):
         ready = tmp_path / f"child{step}.ready"
         process = subprocess.Popen(
-            [str(PROVISION / "entrypoint.sh"), sys.executable, "-c", SIGNAL_CHILD, str(ready),
+            [*ENTRYPOINT, sys.executable, "-c", SIGNAL_CHILD, str(ready),
              name], env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path / "no-cann"),
                                   OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True)
+        _wait_until_signals_are_default(process.pid)
         time.sleep(step * 0.03)
         while step == 10 and not ready.exists() and process.poll() is None:
             time.sleep(0.01)
@@ -412,10 +439,11 @@ def test_a_signal_while_cann_loads_stops_the_entrypoint_before_the_command(
     set_env.write_text(f"touch {loading}\nsleep 1\n")
     ready = tmp_path / "child.ready"
     process = subprocess.Popen(
-        [str(PROVISION / "entrypoint.sh"), sys.executable, "-c", SIGNAL_CHILD, str(ready)],
+        [*ENTRYPOINT, sys.executable, "-c", SIGNAL_CHILD, str(ready)],
         env=_base_env(OPBOT_CANN_SET_ENV=str(set_env), OPBOT_ASCEND_ROOT=str(tmp_path),
                       OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while not loading.exists():
@@ -442,9 +470,51 @@ def test_entrypoint_passes_a_burst_of_signals_on(tmp_path: Path) -> None:
     assert (tmp_path / "child.ready.signal").read_text() in {"SIGHUP", "SIGTERM"}
 
 
+def test_the_forwarded_command_starts_as_a_plain_exec_would_start_it(tmp_path: Path) -> None:
+    # No signal blocked or ignored (glibc's posix_spawn would leave its own two ignored), and
+    # no LC_CTYPE that Python's locale coercion added under LANG=C.
+    probe = ('echo "${LC_CTYPE-unset}"; '
+             "grep -E '^Sig(Blk|Ign)' /proc/self/status | cut -f2")
+    done = subprocess.run(
+        [*ENTRYPOINT, "sh", "-c", probe],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, check=False,
+        env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1",
+                      LANG="C"))
+    assert done.returncode == 0, done.stderr
+    lc_ctype, blocked, ignored = done.stdout.split()
+    assert lc_ctype == "unset"
+    assert int(blocked, 16) == 0
+    assert int(ignored, 16) == 0
+
+
+def test_a_stopped_command_still_gets_the_stop_signal(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [*ENTRYPOINT, "sh", "-c", "kill -STOP $$; exit 9"],
+        env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        stopped = False
+        while not stopped:
+            assert time.monotonic() < deadline, "the command did not stop itself"
+            time.sleep(0.02)
+            with contextlib.suppress(OSError):
+                children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
+                stopped = any(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                              == "T" for pid in children.split())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=20)
+
+
 def test_entrypoint_forwarding_says_when_the_command_cannot_run(tmp_path: Path) -> None:
     done = subprocess.run(
-        [str(PROVISION / "entrypoint.sh"), str(tmp_path / "no-such-command"), "--flag"],
+        [*ENTRYPOINT, str(tmp_path / "no-such-command"), "--flag"],
         capture_output=True, text=True, timeout=30, check=False,
         env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
     assert done.returncode == 127
@@ -473,9 +543,10 @@ def test_entrypoint_as_pid_1_passes_sigterm_on(tmp_path: Path) -> None:
     # The child reports its parent: 1 means the entrypoint is PID 1 and did not exec.
     child = SIGNAL_CHILD.replace("os.getpgrp()", "os.getppid()")
     process = subprocess.Popen(
-        [*argv, str(PROVISION / "entrypoint.sh"), sys.executable, "-c", child, str(ready),
+        [*argv, *ENTRYPOINT, sys.executable, "-c", child, str(ready),
          "SIGTERM"], env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path / "no-cann")),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
         start_new_session=True)
     try:
         deadline = time.monotonic() + 20
@@ -498,7 +569,7 @@ def test_entrypoint_as_pid_1_passes_sigterm_on(tmp_path: Path) -> None:
 
 def test_entrypoint_forwarding_keeps_stdin_and_the_exit_status(tmp_path: Path) -> None:
     done = subprocess.run(
-        [str(PROVISION / "entrypoint.sh"), "bash", "-c", 'read -r line; echo "got $line"; exit 5'],
+        [*ENTRYPOINT, "bash", "-c", 'read -r line; echo "got $line"; exit 5'],
         input="hello\n", capture_output=True, text=True, timeout=30, check=False,
         env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
     assert done.returncode == 5
@@ -507,7 +578,7 @@ def test_entrypoint_forwarding_keeps_stdin_and_the_exit_status(tmp_path: Path) -
 
 def test_entrypoint_execs_when_it_is_not_pid_1(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [str(PROVISION / "entrypoint.sh"), "bash", "-c", "echo $$"], stdout=subprocess.PIPE,
+        [*ENTRYPOINT, "bash", "-c", "echo $$"], stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True, env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path)))
     out, _ = process.communicate(timeout=30)
     # exec: the command took over the entrypoint's process.

@@ -15,16 +15,17 @@
 #                        since `opbot serve` and the CPU paths do not need CANN)
 #   OPBOT_ENTRYPOINT_FORWARD_SIGNALS
 #                        1: run the command as a child and pass signals on to it even
-#                        when this script is not PID 1 (tests use it)
+#                        when this script is not PID 1 (tests use it); never with a
+#                        terminal on stdin
 #
 # Signals: as PID 1 of a container (docker run without --init) the kernel delivers to this
 # process only the signals it handles, and the command exec'd in its place would inherit
 # that position: the GitHub runner's run.sh, for one, then never sees `docker stop`'s
 # SIGTERM, the job is not cancelled and docker kills it after the grace period. So as PID 1
 # forward_signals.py (exec'd in this script's place, python3 from the image) runs the command
-# as a child in its own process group; TERM, INT, HUP and QUIT are passed on to that whole
-# group, orphans are reaped, and the exit status is the command's (128+N when signal N
-# killed it). With a terminal on stdin (docker run -it) the command is exec'd instead: a
+# as a child in its own process group; TERM, INT, HUP, QUIT (and USR1, USR2, ALRM, WINCH)
+# are passed on to that whole group, orphans are reaped, and the exit status is the
+# command's (128+N when signal N killed it). With a terminal on stdin (docker run -it) the command is exec'd instead: a
 # background process group could not read the terminal. Not PID 1: exec.
 set -euo pipefail
 
@@ -108,11 +109,13 @@ main() {
         fi
         echo "opbot-entrypoint: going on without CANN (NPU work will fail)" >&2
     fi
-    if [[ ($$ -eq 1 && ! -t 0) || "${OPBOT_ENTRYPOINT_FORWARD_SIGNALS:-0}" == "1" ]]; then
+    if [[ ! -t 0 && ($$ -eq 1 || "${OPBOT_ENTRYPOINT_FORWARD_SIGNALS:-0}" == "1") ]]; then
         # A shell loop around `wait` can miss a signal that arrives just before it blocks;
         # forward_signals.py takes signals with sigwaitinfo and cannot.
         local forwarder
         forwarder="$(dirname "${BASH_SOURCE[0]}")/forward_signals.py"
+        # LC_CTYPE as the command must see it: Python's start-up may set it (PEP 538).
+        export OPBOT_FORWARD_LC_CTYPE="${LC_CTYPE--}"
         exec python3 -I -S "$forwarder" "$@"
     fi
     exec "$@"

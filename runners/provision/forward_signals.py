@@ -1,17 +1,20 @@
 """Run a command as a child and pass signals on to it: the image's PID 1 (entrypoint.sh execs
 this when it must not exec the command itself).
 
-usage: python3 -I -S forward_signals.py COMMAND [ARG...]
+usage: python3 -I -S forward_signals.py COMMAND [ARG...]   (Python 3.9 or newer)
 
-The command runs in a process group of its own; TERM, INT, HUP and QUIT are passed on to
-that whole group, orphans re-parented to this process are reaped, and the exit status is the
-command's (128+N when signal N killed it).
+The command runs in a process group of its own; TERM, INT, HUP, QUIT, USR1, USR2, ALRM and
+WINCH are passed on to that whole group (with a CONT, so that a stopped command gets them
+too), orphans re-parented to this process are reaped, and the exit status is the command's
+(128+N when signal N killed it).
 
-Signals are blocked and taken with sigwaitinfo, never caught by a handler: a signal that
-arrives at any moment -- before the command has started, while a child is being reaped -- is
-either passed on or still pending, never lost. (The shell loop this replaces could miss a
-signal that arrived just before `wait` blocked, and then wait for ever.) Standard library
-only, so that it runs with -I -S under whichever python3 CANN's environment puts first.
+Signals are blocked and taken with sigwaitinfo, never caught by a handler: once this script
+runs, a signal that arrives at any moment -- before the command has started, while a child
+is being reaped -- is either passed on or still pending, never lost. (The shell loop this
+replaced could miss a signal that arrived just before `wait` blocked, and wait for ever.)
+What this cannot close: as PID 1, a signal in the ~50 ms between bash's exec and the mask
+below is dropped by the kernel (PID 1 gets only the signals it handles); `docker run --init`
+has no such gap. Standard library only, so that it runs with -I -S.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 
-FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
+FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                       signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGWINCH})
 WATCHED = FORWARDED | {signal.SIGCHLD}
-# Python ignores these; an exec'd command must get them back at their defaults.
-RESTORED_TO_DEFAULT = (signal.SIGPIPE, signal.SIGXFSZ)
 EXIT_USAGE = 64
 EXIT_CANNOT_RUN = 126
 EXIT_NOT_FOUND = 127
+# Python's start-up coerces a C locale (PEP 538), which -I cannot switch off: entrypoint.sh
+# hands over LC_CTYPE as the command must see it ("-" when it was unset).
+LC_CTYPE_HANDOVER = "OPBOT_FORWARD_LC_CTYPE"
 
 
 def exit_status(wait_status: int) -> int:
@@ -36,10 +42,33 @@ def exit_status(wait_status: int) -> int:
     return 128 - code if code < 0 else code
 
 
+def command_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The environment the entrypoint had, before Python's locale coercion."""
+    environ = dict(environ)
+    handed = environ.pop(LC_CTYPE_HANDOVER, None)
+    if handed == "-":
+        environ.pop("LC_CTYPE", None)
+    elif handed is not None:
+        environ["LC_CTYPE"] = handed
+    return environ
+
+
+def _as_a_fresh_exec() -> None:
+    # In the child before exec: a group of its own (so that a signal reaches the whole
+    # command), nothing blocked (the mask would survive the exec).
+    os.setpgid(0, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
 def start(argv: list[str]) -> int:
-    """Starts argv in a new process group, with no signal blocked; returns its pid."""
-    return os.posix_spawnp(argv[0], argv, os.environ, setpgroup=0, setsigmask=(),
-                           setsigdef=RESTORED_TO_DEFAULT)
+    """Starts argv in a new process group with default signals and mask; returns its pid.
+    fork and exec, not posix_spawn: glibc's would leave its own signals ignored."""
+    child = subprocess.Popen(argv, env=command_environment(dict(os.environ)),
+                             restore_signals=True, close_fds=False,
+                             preexec_fn=_as_a_fresh_exec)  # noqa: PLW1509 - one thread here
+    # Reaped by waitpid(-1) below: the Popen object must never wait for it itself.
+    child.returncode = 0
+    return child.pid
 
 
 def reap(command: int) -> int | None:
@@ -63,10 +92,12 @@ def forward_until_exit(command: int) -> int:
             status = reap(command)
             if status is not None:
                 return status
-        else:
-            # The group may be gone already: the command ended and its SIGCHLD is next.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(command, number)
+            continue
+        # The group may be gone already: the command ended and its SIGCHLD is next.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(command, number)
+            # A stopped process keeps a TERM pending until it runs again.
+            os.killpg(command, signal.SIGCONT)
 
 
 def main(argv: list[str]) -> int:
@@ -79,9 +110,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
         command = start(argv)
-    except OSError as error:
-        print(f"opbot-entrypoint: cannot run {argv[0]}: {error.strerror}", file=sys.stderr)
-        return EXIT_NOT_FOUND if isinstance(error, FileNotFoundError) else EXIT_CANNOT_RUN
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) else "not a command name"
+        print(f"opbot-entrypoint: cannot run {argv[0]!r}: {why}", file=sys.stderr)
+        return EXIT_NOT_FOUND if isinstance(error, (FileNotFoundError, ValueError)) \
+            else EXIT_CANNOT_RUN
     return forward_until_exit(command)
 
 
