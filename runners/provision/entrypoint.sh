@@ -25,8 +25,9 @@
 # forward_signals.py (exec'd in this script's place, python3 from the image) runs the command
 # as a child in its own process group; TERM, INT, HUP, QUIT (and USR1, USR2, ALRM, WINCH)
 # are passed on to that whole group, orphans are reaped, and the exit status is the
-# command's (128+N when signal N killed it). With a terminal on stdin (docker run -it) the command is exec'd instead: a
-# background process group could not read the terminal. Not PID 1: exec.
+# command's (128+N when signal N killed it). With a terminal on stdin (docker run -it) the
+# command is exec'd instead: a background process group could not read the terminal. Not
+# PID 1: exec.
 set -euo pipefail
 
 # Prints the first set_env.sh that exists, in order of preference; returns 1 if none does.
