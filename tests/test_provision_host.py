@@ -512,6 +512,29 @@ def test_a_stopped_command_still_gets_the_stop_signal(tmp_path: Path) -> None:
             process.wait(timeout=20)
 
 
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGPWR", "SIGWINCH"])
+def test_any_signal_meant_for_the_command_reaches_it(tmp_path: Path, name: str) -> None:
+    # Not only docker stop's: a signal the forwarder did not pass on would kill it (or, as
+    # PID 1, vanish) and leave the command running on its own.
+    script = f'trap "exit 7" {name[3:]}; kill -s {name[3:]} "$PPID"; sleep 30 & wait'
+    done = subprocess.run([*ENTRYPOINT, "bash", "-c", script], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path),
+                                        OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    assert done.returncode == 7, done.stderr
+
+
+def test_a_script_without_an_interpreter_line_runs_under_sh(tmp_path: Path) -> None:
+    script = tmp_path / "plain.sh"
+    script.write_text('echo "ran with $1"\n')
+    script.chmod(0o755)
+    done = subprocess.run([*ENTRYPOINT, str(script), "an argument"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path),
+                                        OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    assert (done.returncode, done.stdout) == (0, "ran with an argument\n"), done.stderr
+
+
 def test_entrypoint_forwarding_says_when_the_command_cannot_run(tmp_path: Path) -> None:
     done = subprocess.run(
         [*ENTRYPOINT, str(tmp_path / "no-such-command"), "--flag"],

@@ -23,9 +23,9 @@
 # that position: the GitHub runner's run.sh, for one, then never sees `docker stop`'s
 # SIGTERM, the job is not cancelled and docker kills it after the grace period. So as PID 1
 # forward_signals.py (exec'd in this script's place, python3 from the image) runs the command
-# as a child in its own process group; TERM, INT, HUP, QUIT (and USR1, USR2, ALRM, WINCH)
-# are passed on to that whole group, orphans are reaped, and the exit status is the
-# command's (128+N when signal N killed it). With a terminal on stdin (docker run -it) the
+# as a child in its own process group; TERM, INT, HUP, QUIT and every other signal meant
+# for the command are passed on to that whole group, orphans are reaped, and the exit status
+# is the command's (128+N when signal N killed it). With a terminal on stdin (docker run -it) the
 # command is exec'd instead: a background process group could not read the terminal. Not
 # PID 1: exec.
 set -euo pipefail

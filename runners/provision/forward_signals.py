@@ -3,10 +3,11 @@ this when it must not exec the command itself).
 
 usage: python3 -I -S forward_signals.py COMMAND [ARG...]   (Python 3.9 or newer)
 
-The command runs in a process group of its own; TERM, INT, HUP, QUIT, USR1, USR2, ALRM and
-WINCH are passed on to that whole group (with a CONT, so that a stopped command gets them
-too), orphans re-parented to this process are reaped, and the exit status is the command's
-(128+N when signal N killed it).
+The command runs in a process group of its own; the signals that concern it (TERM, INT,
+HUP, QUIT, USR1, ... : FORWARDED) are passed on to that whole group (with a CONT, so that a
+stopped command gets them too), orphans re-parented to this process are reaped, and the exit
+status is the command's (128+N when signal N killed it). A script without a #! line runs
+under /bin/sh, as a shell's exec would run it.
 
 Signals are blocked and taken with sigwaitinfo, never caught by a handler: once this script
 runs, a signal that arrives at any moment -- before the command has started, while a child
@@ -20,13 +21,21 @@ has no such gap. Standard library only, so that it runs with -I -S.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
-FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
-                       signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGWINCH})
+# Every signal a process can catch, as tini passes them on, but those about this process
+# itself: its children (CHLD), its own faults, its own writes (PIPE, XFSZ), its terminal
+# (TSTP, TTIN, TTOU) and the CONT it sends after each forwarded signal.
+OWN = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGCONT,
+                 signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGTRAP,
+                 signal.SIGSYS, signal.SIGABRT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTSTP,
+                 signal.SIGTTIN, signal.SIGTTOU})
+FORWARDED = frozenset(signal.valid_signals()) - OWN
 WATCHED = FORWARDED | {signal.SIGCHLD}
 EXIT_USAGE = 64
 EXIT_CANNOT_RUN = 126
@@ -63,6 +72,15 @@ def _as_a_fresh_exec() -> None:
 def start(argv: list[str]) -> int:
     """Starts argv in a new process group with default signals and mask; returns its pid.
     fork and exec, not posix_spawn: glibc's would leave its own signals ignored."""
+    try:
+        return _spawn(argv)
+    except OSError as error:
+        if error.errno != errno.ENOEXEC:
+            raise
+    return _spawn(["/bin/sh", shutil.which(argv[0]) or argv[0], *argv[1:]])
+
+
+def _spawn(argv: list[str]) -> int:
     child = subprocess.Popen(argv, env=command_environment(dict(os.environ)),
                              restore_signals=True, close_fds=False,
                              preexec_fn=_as_a_fresh_exec)  # noqa: PLW1509 - one thread here
