@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 
 # Every signal a process can catch, as tini passes them on, but those about this process
 # itself: its children (CHLD), its own faults, its own writes (PIPE, XFSZ), its terminal
@@ -51,9 +52,9 @@ def exit_status(wait_status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def command_environment(environ: dict[str, str]) -> dict[str, str]:
+def command_environment(given: Mapping[str, str]) -> dict[str, str]:
     """The environment the entrypoint had, before Python's locale coercion."""
-    environ = dict(environ)
+    environ = dict(given)
     handed = environ.pop(LC_CTYPE_HANDOVER, None)
     if handed == "-":
         environ.pop("LC_CTYPE", None)
@@ -81,7 +82,7 @@ def start(argv: list[str]) -> int:
 
 
 def _spawn(argv: list[str]) -> int:
-    child = subprocess.Popen(argv, env=command_environment(dict(os.environ)),
+    child = subprocess.Popen(argv, env=command_environment(os.environ),
                              restore_signals=True, close_fds=False,
                              preexec_fn=_as_a_fresh_exec)  # noqa: PLW1509 - one thread here
     # Reaped by waitpid(-1) below: the Popen object must never wait for it itself.
