@@ -288,6 +288,19 @@ while True:
 ENTRYPOINT = ["env", "--default-signal=TERM,INT,HUP,QUIT", str(PROVISION / "entrypoint.sh")]
 
 
+def _forwarding_run(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The entrypoint in forwarding mode on argv, to its end, stdin empty."""
+    return subprocess.run([*ENTRYPOINT, *argv], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60, check=False,
+                          env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path),
+                                        OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1", **env))
+
+
+def _process_state(pid: int | str) -> str:
+    """The one-letter state /proc shows (R, S, T, Z...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def _wait_until_signals_are_default(pid: int) -> None:
     """Until env has reset the signals ENTRYPOINT starts with (or the process is gone)."""
     mask = sum(1 << (number - 1) for number in (signal.SIGTERM, signal.SIGINT,
@@ -378,7 +391,7 @@ def _live_signal_children(ready: Path) -> list[int]:
             if not entry.name.isdigit():
                 continue
             cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = _process_state(entry.name)
             if cmdline.startswith(prefix) and str(ready).encode() in cmdline and state != "Z":
                 found.append(int(entry.name))
     return found
@@ -443,7 +456,7 @@ def test_a_signal_while_cann_loads_stops_the_entrypoint_before_the_command(
         env=_base_env(OPBOT_CANN_SET_ENV=str(set_env), OPBOT_ASCEND_ROOT=str(tmp_path),
                       OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        stderr=subprocess.DEVNULL, text=True)
     try:
         deadline = time.monotonic() + 20
         while not loading.exists():
@@ -475,12 +488,7 @@ def test_the_forwarded_command_starts_as_a_plain_exec_would_start_it(tmp_path: P
     # no LC_CTYPE that Python's locale coercion added under LANG=C.
     probe = ('echo "${LC_CTYPE-unset}"; '
              "grep -E '^Sig(Blk|Ign)' /proc/self/status | cut -f2")
-    done = subprocess.run(
-        [*ENTRYPOINT, "sh", "-c", probe],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=60, check=False,
-        env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1",
-                      LANG="C"))
+    done = _forwarding_run(tmp_path, "sh", "-c", probe, LANG="C")
     assert done.returncode == 0, done.stderr
     lc_ctype, blocked, ignored = done.stdout.split()
     assert lc_ctype == "unset"
@@ -502,8 +510,7 @@ def test_a_stopped_command_still_gets_the_stop_signal(tmp_path: Path) -> None:
             time.sleep(0.02)
             with contextlib.suppress(OSError):
                 children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text()
-                stopped = any(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                              == "T" for pid in children.split())
+                stopped = any(_process_state(pid) == "T" for pid in children.split())
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 128 + signal.SIGTERM
     finally:
@@ -517,10 +524,7 @@ def test_any_signal_meant_for_the_command_reaches_it(tmp_path: Path, name: str) 
     # Not only docker stop's: a signal the forwarder did not pass on would kill it (or, as
     # PID 1, vanish) and leave the command running on its own.
     script = f'trap "exit 7" {name[3:]}; kill -s {name[3:]} "$PPID"; sleep 30 & wait'
-    done = subprocess.run([*ENTRYPOINT, "bash", "-c", script], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path),
-                                        OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    done = _forwarding_run(tmp_path, "bash", "-c", script)
     assert done.returncode == 7, done.stderr
 
 
@@ -528,18 +532,12 @@ def test_a_script_without_an_interpreter_line_runs_under_sh(tmp_path: Path) -> N
     script = tmp_path / "plain.sh"
     script.write_text('echo "ran with $1"\n')
     script.chmod(0o755)
-    done = subprocess.run([*ENTRYPOINT, str(script), "an argument"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60, check=False,
-                          env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path),
-                                        OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    done = _forwarding_run(tmp_path, str(script), "an argument")
     assert (done.returncode, done.stdout) == (0, "ran with an argument\n"), done.stderr
 
 
 def test_entrypoint_forwarding_says_when_the_command_cannot_run(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*ENTRYPOINT, str(tmp_path / "no-such-command"), "--flag"],
-        capture_output=True, text=True, timeout=30, check=False,
-        env=_base_env(OPBOT_ASCEND_ROOT=str(tmp_path), OPBOT_ENTRYPOINT_FORWARD_SIGNALS="1"))
+    done = _forwarding_run(tmp_path, str(tmp_path / "no-such-command"), "--flag")
     assert done.returncode == 127
     assert "cannot run" in done.stderr
     assert "no-such-command" in done.stderr
