@@ -28,7 +28,9 @@ from runners.ascendc.realapi.sources import (
     RealApiUnavailable,
     cache_dir,
     declarations_header,
+    mark_used,
     prepare_real_api,
+    prune_unused,
     publish_folder,
 )
 
@@ -145,6 +147,7 @@ def prepare_library(timeout_s: float = 900) -> Library:
     api = _real_api()
     final = cache_dir() / "cpumodel" / _key(api)
     if (final / _READY).is_file():
+        mark_used(final)
         return Library(final, api)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -174,6 +177,7 @@ def _build_and_publish(final: Path, api: RealApi, timeout_s: float) -> None:
     try:
         _build(building, api, timeout_s)
         publish_folder(building, final, lambda folder: (folder / _READY).is_file())
+        prune_unused(final.parent, final)
     finally:
         shutil.rmtree(building, ignore_errors=True)
 

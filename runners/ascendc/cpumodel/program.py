@@ -164,37 +164,30 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     # The twin's object and the like in a folder of this build's own: nothing planted in
     # out_dir (a link, a folder) is written through or stands in the way.
     units = Path(tempfile.mkdtemp(prefix=".units-", dir=out_dir))
-    if not sources[0].startswith("-"):  # legacy: the twin is a unit of its own
-        twin_object, failed_log = _twin_object(folder, (Path(sources[0]), Path(sources[1])),
-                                               library, units, readable=readable,
-                                               timeout_s=timeout_s)
-        if twin_object is not None:
-            argv = [str(twin_object) if item == sources[0] else item for item in argv]
-        elif failed_log is not None:
-            # The kernel's own diagnostics after the twin's, as one g++ run gave both.
-            twin_log = failed_log
-            argv = ["g++", *library.compile_flags(), f"-I{folder}", "-c", sources[1], "-o",
-                    str(units / "kernel.o")]
-        timeout_s = max(1.0, deadline - time.monotonic())
-    if plan is not None and pch is not None:
-        # Read-only inside, like everything but the output folder: a kernel cannot replace
-        # the .gch that the next build loads.
-        returncode, log = _compile(["g++", *plan.flags(pch), *argv[1:]], out_dir,
-                                   [*readable, pch.folder], timeout_s)
-        if PCH_SUSPECT.search(log):
-            # g++ stopped in a way a damaged .gch can cause (typecheck.py does the same):
-            # the build without it is the verdict; the PCH goes when it was to blame.
-            program.unlink(missing_ok=True)
-            retry = _compile(argv, out_dir, readable, timeout_s)
-            if PCH_UNREADABLE.search(log) or not PCH_SUSPECT.search(retry[1]):
-                invalidate_pch(pch)
-            returncode, log = retry
-    else:
-        returncode, log = _compile(argv, out_dir, readable, timeout_s)
-    log = twin_log + log
-    if plan is not None:
-        log = plan.complete(log)
-    shutil.rmtree(units, ignore_errors=True)
+    try:
+        if not sources[0].startswith("-"):  # legacy: the twin is a unit of its own
+            twin_object, failed_log = _twin_object(folder, (Path(sources[0]), Path(sources[1])),
+                                                   library, units, readable=readable,
+                                                   timeout_s=timeout_s)
+            if twin_object is not None:
+                argv = [str(twin_object) if item == sources[0] else item for item in argv]
+            elif failed_log is not None:
+                # The kernel's own diagnostics after the twin's, as one g++ run gave both.
+                twin_log = failed_log
+                argv = ["g++", *library.compile_flags(), f"-I{folder}", "-c", sources[1], "-o",
+                        str(units / "kernel.o")]
+            timeout_s = max(1.0, deadline - time.monotonic())
+        if plan is not None and pch is not None:
+            returncode, log = _compile_with_pch(argv, pch, pch_flags=plan.flags(pch),
+                                                program=program, out_dir=out_dir,
+                                                readable=readable, timeout_s=timeout_s)
+        else:
+            returncode, log = _compile(argv, out_dir, readable, timeout_s)
+        log = twin_log + log
+        if plan is not None:
+            log = plan.complete(log)
+    finally:  # an exception (a sandbox that cannot start) leaves no folder either
+        shutil.rmtree(units, ignore_errors=True)
     ok = returncode == 0 and program.is_file()
     if ok and cached is not None and key is not None:
         program_cache.store(cached, key, program, log, folder)
@@ -207,6 +200,25 @@ def build_program(package: Path, out_dir: Path, *, timeout_s: float = 600,
     return ProgramBuild(ok=ok, program=program if ok else None, diagnostics=report.diagnostics,
                         log=log, unsupported=unsupported,
                         seconds=round(time.monotonic() - started, 2))
+
+
+def _compile_with_pch(argv: list[str], pch: PrecompiledHeader, *, pch_flags: list[str],
+                      program: Path, out_dir: Path, readable: list[Path],
+                      timeout_s: float) -> tuple[int | None, str]:
+    """`argv` with the PCH's folder searched first; without it when g++ stopped in a way a
+    damaged .gch can cause (typecheck.py does the same): that build is the verdict, and the
+    PCH goes when it was to blame."""
+    # Read-only inside, like everything but the output folder: a kernel cannot replace the
+    # .gch that the next build loads.
+    returncode, log = _compile([argv[0], *pch_flags, *argv[1:]], out_dir,
+                               [*readable, pch.folder], timeout_s)
+    if not PCH_SUSPECT.search(log):
+        return returncode, log
+    program.unlink(missing_ok=True)
+    retry = _compile(argv, out_dir, readable, timeout_s)
+    if PCH_UNREADABLE.search(log) or not PCH_SUSPECT.search(retry[1]):
+        invalidate_pch(pch)
+    return retry
 
 
 def _twin_object(folder: Path, units_in: tuple[Path, Path], library: Library, units: Path,

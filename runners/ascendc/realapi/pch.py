@@ -35,7 +35,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runners.ascendc.realapi.sources import RealApi, cache_dir, publish_folder
+from runners.ascendc.realapi.sources import (
+    RealApi,
+    cache_dir,
+    mark_used,
+    prune_unused,
+    publish_folder,
+)
 
 __all__ = ["BUILD_TIMEOUT_S", "HEADER", "SWITCH", "PrecompiledHeader", "invalidate_pch",
            "pch_enabled", "pch_headers", "prepare_pch", "real_header"]
@@ -79,6 +85,7 @@ def prepare_pch(compiler: str, api: RealApi, flags: Sequence[str],
         return None
     final = cache_dir() / _CACHE_FOLDER / _key(api, flags, identity)
     if _ready(final):
+        mark_used(final)
         return PrecompiledHeader(final / _INCLUDE, header)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -192,6 +199,7 @@ def _build_and_publish(final: Path, argv: list[str], header: Path, timeout_s: fl
     try:
         if _build(building, argv, header, timeout_s):
             publish_folder(building, final, _ready)
+            prune_unused(final.parent, final)
     finally:
         shutil.rmtree(building, ignore_errors=True)
 

@@ -16,6 +16,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -44,6 +45,8 @@ _READY = ".opbot-ready"  # written last: a folder without it is half-built
 _LAYOUT_VERSION = "1"
 _TILING_TIMEOUT_S = 120.0
 _LEFTOVER_AGE_S = 3600.0
+# A cache folder nobody used for two weeks (another version's) goes when a new one is built.
+UNUSED_AGE_S = 14 * 24 * 3600.0
 
 # The defines of the CPU-debug build for dav-2201 (Atlas A2 / 910B vector core), from the
 # devkit's unit-test CMake and cpudebug/CMakeLists.txt (docs/ascend-toolchain.md).
@@ -225,6 +228,7 @@ def prepare_real_api() -> RealApi:
     name = f"devkit-{devkit.commit}_tools-{tools.commit}_{_generated_hash(devkit, tools)}"
     final = parent / name
     if _is_ready(final):
+        mark_used(final)
         return _api_at(final, devkit, tools)
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +240,7 @@ def prepare_real_api() -> RealApi:
     try:
         _build(building, devkit, tools)
         publish_folder(building, final, _is_ready)
+        prune_unused(parent, final)
     except OSError as exc:  # a full disk, a read-only cache, a vanished source tree
         raise RealApiUnavailable(f"cannot prepare the real sources in {parent}: {exc}") from exc
     finally:
@@ -253,6 +258,31 @@ def _sweep_leftovers(parent: Path) -> None:
     for entry in parent.glob(".devkit-*"):
         with contextlib.suppress(OSError):
             if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < limit:
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def mark_used(folder: Path) -> None:
+    """Note that a cache folder was used now (its mtime): `prune_unused` keeps it."""
+    with contextlib.suppress(OSError):  # a read-only cache is used all the same
+        os.utime(folder)
+
+
+def prune_unused(parent: Path, keep: Path, max_age_s: float = UNUSED_AGE_S) -> None:
+    """Remove the folders beside `keep` that nothing used for `max_age_s`: the builds for
+    earlier sources, another compiler or other flags (a CANN upgrade leaves ~200 MB PCHs
+    and libraries behind), and what a killed build left. Never `keep`, nor anything but a
+    plain folder (a link is not followed); lock files stay (a waiter may hold one)."""
+    limit = time.time() - max_age_s
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name == keep.name:
+            continue
+        with contextlib.suppress(OSError):
+            info = entry.lstat()
+            if stat.S_ISDIR(info.st_mode) and info.st_mtime < limit:
                 shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from runners.ascendc.cpumodel import build_program, cpu_model_status, program_cache, twin_cache
 from runners.ascendc.cpumodel import program as program_module
+from runners.ascendc.cpumodel.library import prepare_library
 from runners.ascendc.cpumodel.run import run_program
 from runners.ascendc.cpumodel.twin_cache import read_dependencies
+from runners.ascendc.realapi.sources import UNUSED_AGE_S
+from runners.sandbox import SandboxUnavailableError
 from tests.support import DATA
 
 STATUS = cpu_model_status()
@@ -303,3 +307,25 @@ def test_what_no_key_covers_is_never_kept(tmp_path: Path) -> None:
 ])
 def test_the_dependency_list_is_read_with_its_escapes(text: str, paths: list[str]) -> None:
     assert read_dependencies(text) == paths
+
+
+def test_a_build_that_cannot_start_leaves_no_folder_behind(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_sandbox(*_args: object, **_kwargs: object) -> tuple[int, str]:
+        raise SandboxUnavailableError("bubblewrap vanished")
+
+    monkeypatch.setattr(program_module, "_compile", no_sandbox)
+    out = tmp_path / "out"
+    with pytest.raises(SandboxUnavailableError):
+        build_program(_copy(tmp_path, "a"), out)
+    assert list(out.iterdir()) == []
+
+
+def test_each_use_of_the_library_counts(cache: Path) -> None:
+    """A library in use is never the unused one a new library's build prunes
+    (realapi/sources.py prune_unused)."""
+    library = prepare_library()
+    long_ago = time.time() - 2 * UNUSED_AGE_S
+    os.utime(library.root, (long_ago, long_ago))
+    assert prepare_library().root == library.root
+    assert library.root.stat().st_mtime > time.time() - 600

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,12 @@ from runners.ascendc.realapi.pch import (
     prepare_pch,
     real_header,
 )
-from runners.ascendc.realapi.sources import RealApi, prepare_real_api, real_api_status
+from runners.ascendc.realapi.sources import (
+    UNUSED_AGE_S,
+    RealApi,
+    prepare_real_api,
+    real_api_status,
+)
 from runners.ascendc.realapi.typecheck import (
     LOG_LIMIT_CHARS,
     TypecheckResult,
@@ -41,6 +47,7 @@ from runners.ascendc.realapi.typecheck import (
     typecheck_source,
 )
 from runners.sandbox import private_workdir, run_isolated, sandbox_environment, sandbox_status
+from tests.runners.ascendc.cache_siblings import planted_siblings, remove_planted
 from tests.support import DATA
 
 GOLDEN = DATA / "ascendc_golden"
@@ -135,6 +142,10 @@ def _gxx_include_trace(api: RealApi, kernel: Path, pch: PrecompiledHeader) -> st
 
 def test_a_golden_kernel_loads_the_pch(real_api: RealApi, tmp_path: Path) -> None:
     pch = _pch(real_api)
+    # Each use counts: a PCH in use is never the old one a new build prunes.
+    long_ago = time.time() - 2 * UNUSED_AGE_S
+    os.utime(pch.folder.parent, (long_ago, long_ago))
+    assert _pch(real_api).folder.parent.stat().st_mtime > time.time() - 600
     assert _gch(pch).stat().st_size > 10_000_000
     assert pch.header == real_header(real_api)
     assert sorted(entry.name for entry in pch.folder.iterdir()) == ["kernel_operator.h.gch"]
@@ -318,6 +329,8 @@ def test_a_truncated_pch_is_rebuilt_and_checks_go_on(real_api: RealApi, tmp_path
     pch = _pch(real_api)
     gch = _gch(pch)
     size = gch.stat().st_size
+    # The PCHs of other flags or an older g++ beside it: the rebuild drops the unused ones.
+    siblings = planted_siblings(pch.folder.parent.parent, tmp_path / "elsewhere")
     # g++ does not fall back on a truncated .gch: it stops ("cannot read PCH file").
     # Truncated in place: the inode and size change, the size check sees it.
     os.truncate(gch, size // 2)
@@ -329,6 +342,13 @@ def test_a_truncated_pch_is_rebuilt_and_checks_go_on(real_api: RealApi, tmp_path
     assert _used_pch(result, real_api)  # rebuilt first: the size no longer matched
     # (Not byte for byte the old one: g++'s PCHs vary by a few bytes from build to build.)
     assert _gch(_pch(real_api)).stat().st_size > size * 0.9
+    assert not siblings["old"].exists()
+    assert not siblings["left by a killed build"].exists()
+    assert siblings["used yesterday"].is_dir()
+    assert siblings["link"].is_symlink()
+    assert (tmp_path / "elsewhere" / "precious.txt").is_file()
+    for planted in siblings.values():  # (the module's other tests list the folder)
+        remove_planted(planted)
 
 
 def _zero(path: Path, start: float, length: float) -> None:

@@ -35,6 +35,7 @@ from runners.ascendc.realapi.typecheck import (
     typecheck_source,
 )
 from runners.sandbox import sandbox_status
+from tests.runners.ascendc.cache_siblings import planted_siblings
 from tests.support import DATA
 
 GOLDEN = DATA / "ascendc_golden"
@@ -308,9 +309,11 @@ def test_status_names_the_commits_and_where_they_come_from(
 
 
 def test_two_processes_preparing_at_once_leave_one_valid_cache(tmp_path: Path) -> None:
+    """...and drop the sources nobody used for two weeks (another version's)."""
     if not real_api_status().available:
         pytest.skip(f"the real Ascend C sources are not here: {real_api_status().reason}")
     cache = tmp_path / "cache"
+    siblings = planted_siblings(cache / "ascend-real", tmp_path / "elsewhere")
     env = {**os.environ, "OPBOT_CACHE_DIR": str(cache)}
     code = ("import json; from runners.ascendc.realapi.sources import prepare_real_api; "
             "api = prepare_real_api(); print(json.dumps([str(api.root), "
@@ -323,7 +326,9 @@ def test_two_processes_preparing_at_once_leave_one_valid_cache(tmp_path: Path) -
     roots = {json.loads(out)[0] for out, _ in outputs}
     assert len(roots) == 1
     root = Path(roots.pop())
-    assert sorted(entry.name for entry in root.parent.iterdir()) == [root.name]
+    kept = [siblings[name].name for name in ("used yesterday", "link", "lock")]
+    assert sorted(entry.name for entry in root.parent.iterdir()) == sorted([root.name, *kept])
+    assert (tmp_path / "elsewhere" / "precious.txt").is_file()
     for folder in json.loads(outputs[0][0])[1]:
         assert Path(folder).is_dir(), folder
     generated = root / "generated"
