@@ -47,6 +47,7 @@ _TILING_TIMEOUT_S = 120.0
 _LEFTOVER_AGE_S = 3600.0
 # A cache folder nobody used for two weeks (another version's) goes when a new one is built.
 UNUSED_AGE_S = 14 * 24 * 3600.0
+_CACHED_PREFIX = "devkit-"  # what every folder of these caches is named from
 
 # The defines of the CPU-debug build for dav-2201 (Atlas A2 / 910B vector core), from the
 # devkit's unit-test CMake and cpudebug/CMakeLists.txt (docs/ascend-toolchain.md).
@@ -270,20 +271,39 @@ def mark_used(folder: Path) -> None:
 def prune_unused(parent: Path, keep: Path, max_age_s: float = UNUSED_AGE_S) -> None:
     """Remove the folders beside `keep` that nothing used for `max_age_s`: the builds for
     earlier sources, another compiler or other flags (a CANN upgrade leaves ~200 MB PCHs
-    and libraries behind), and what a killed build left. Never `keep`, nor anything but a
-    plain folder (a link is not followed); lock files stay (a waiter may hold one)."""
+    and libraries behind), and what a killed build left.
+
+    Only names this cache gives (`devkit-...`, `.devkit-...`) and only plain folders on the
+    cache's own file system (a link or a mount is never entered); a folder's companions
+    (`<name>-programs`, `<name>-twins`) go with it and stay with it; lock files stay (a
+    waiter may hold one). A folder is renamed away before it is deleted, so a process that
+    finds it meanwhile sees it unready and builds it again rather than read half of it."""
     limit = time.time() - max_age_s
     try:
-        entries = list(parent.iterdir())
+        if parent.is_symlink():
+            return
+        device = parent.stat().st_dev
+        entries = {entry.name: entry.lstat() for entry in parent.iterdir()
+                   if entry.name.lstrip(".").startswith(_CACHED_PREFIX)}
     except OSError:
         return
-    for entry in entries:
-        if entry.name == keep.name:
+    folders = {name: info for name, info in entries.items()
+               if stat.S_ISDIR(info.st_mode) and info.st_dev == device}
+
+    def recent(name: str) -> bool:
+        # A companion is as used as the folder it belongs to (when that is still there).
+        owners = [owner for owner in folders if name.startswith(f"{owner}-")] or [name]
+        return any(folders[owner].st_mtime >= limit for owner in owners)
+
+    for name in folders:
+        if name == keep.name or name.startswith(f"{keep.name}-") or recent(name):
             continue
-        with contextlib.suppress(OSError):
-            info = entry.lstat()
-            if stat.S_ISDIR(info.st_mode) and info.st_mtime < limit:
-                shutil.rmtree(entry, ignore_errors=True)
+        doomed = parent / f".{name.lstrip('.')}.stale-{os.getpid()}"
+        try:
+            (parent / name).rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        except (OSError, RecursionError):  # (a folder nested too deep for rmtree)
+            continue
 
 
 def publish_folder(building: Path, final: Path, ready: Callable[[Path], bool]) -> None:

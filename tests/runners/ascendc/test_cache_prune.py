@@ -4,7 +4,10 @@ leaves ~200 MB each behind), the rest stays, and a link in the cache is never fo
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from runners.ascendc.realapi.sources import UNUSED_AGE_S, mark_used, prune_unused
 from tests.runners.ascendc.cache_siblings import DAY_S, aged_folder, planted_siblings
@@ -12,19 +15,46 @@ from tests.runners.ascendc.cache_siblings import DAY_S, aged_folder, planted_sib
 
 def test_only_what_nobody_used_for_two_weeks_goes(tmp_path: Path) -> None:
     parent = tmp_path / "cache"
-    parent.mkdir()
     planted = planted_siblings(parent, tmp_path / "elsewhere")
     keep = aged_folder(parent, "devkit-new_tools-new_cccc", 90 * DAY_S)  # the one just built
+    its_programs = aged_folder(parent, "devkit-new_tools-new_cccc-programs", 90 * DAY_S)
 
     prune_unused(parent, keep)
 
-    assert not planted["old"].exists()
-    assert not planted["left by a killed build"].exists()
-    assert planted["used yesterday"].is_dir()
+    planted.check()
     assert keep.is_dir()
-    assert planted["link"].is_symlink()
-    assert (tmp_path / "elsewhere" / "precious.txt").read_text() == "not the cache's"
-    assert planted["lock"].is_file()
+    assert its_programs.is_dir()
+    # Renamed away before the delete (a reader meanwhile finds nothing, not half), and gone.
+    assert [entry.name for entry in parent.iterdir() if "stale" in entry.name] == []
+
+
+def test_a_folder_rmtree_cannot_delete_stops_nothing(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """(On Python 3.11 rmtree recurses: a folder nested ~1000 deep raises RecursionError.)"""
+    parent = tmp_path / "cache"
+    first = aged_folder(parent, "devkit-a_tools-a_aaaa", 30 * DAY_S)
+    second = aged_folder(parent, "devkit-b_tools-b_bbbb", 30 * DAY_S)
+    deleted: list[str] = []
+
+    def rmtree(path: Path, ignore_errors: bool = False) -> None:
+        deleted.append(Path(path).name)
+        if len(deleted) == 1:
+            raise RecursionError("maximum recursion depth exceeded")
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    real_rmtree = shutil.rmtree
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    prune_unused(parent, parent / "devkit-new")
+    assert len(deleted) == 2
+    assert not first.exists()
+    assert not second.exists()
+
+
+def test_a_cache_folder_that_is_a_link_is_left_alone(tmp_path: Path) -> None:
+    planted = planted_siblings(tmp_path / "real", tmp_path / "elsewhere")
+    (tmp_path / "cache").symlink_to(tmp_path / "real", target_is_directory=True)
+    prune_unused(tmp_path / "cache", tmp_path / "cache" / "devkit-new")
+    assert all(path.exists() for path in planted.gone.values())
 
 
 def test_a_use_keeps_a_folder_and_a_missing_cache_is_no_error(tmp_path: Path) -> None:

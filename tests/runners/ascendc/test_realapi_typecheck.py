@@ -326,9 +326,9 @@ def test_two_processes_preparing_at_once_leave_one_valid_cache(tmp_path: Path) -
     roots = {json.loads(out)[0] for out, _ in outputs}
     assert len(roots) == 1
     root = Path(roots.pop())
-    kept = [siblings[name].name for name in ("used yesterday", "link", "lock")]
-    assert sorted(entry.name for entry in root.parent.iterdir()) == sorted([root.name, *kept])
-    assert (tmp_path / "elsewhere" / "precious.txt").is_file()
+    siblings.check()
+    assert sorted(entry.name for entry in root.parent.iterdir()) == sorted(
+        [root.name, *(path.name for path in siblings.kept.values())])
     for folder in json.loads(outputs[0][0])[1]:
         assert Path(folder).is_dir(), folder
     generated = root / "generated"
