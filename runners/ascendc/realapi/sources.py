@@ -256,10 +256,11 @@ def _sweep_leftovers(parent: Path) -> None:
     """Temporary folders of preparations that were killed midway; an hour is far longer
     than a preparation takes, so one still running is never touched."""
     limit = time.time() - _LEFTOVER_AGE_S
+    mounted = _mount_points()
     for entry in parent.glob(".devkit-*"):
         with contextlib.suppress(OSError):
             if entry.is_dir() and not entry.is_symlink() and entry.stat().st_mtime < limit:
-                shutil.rmtree(entry, ignore_errors=True)
+                _remove_folder(entry, mounted)
 
 
 def mark_used(folder: Path) -> None:
@@ -273,37 +274,80 @@ def prune_unused(parent: Path, keep: Path, max_age_s: float = UNUSED_AGE_S) -> N
     earlier sources, another compiler or other flags (a CANN upgrade leaves ~200 MB PCHs
     and libraries behind), and what a killed build left.
 
-    Only names this cache gives (`devkit-...`, `.devkit-...`) and only plain folders on the
-    cache's own file system (a link or a mount is never entered); a folder's companions
-    (`<name>-programs`, `<name>-twins`) go with it and stay with it; lock files stay (a
-    waiter may hold one). A folder is renamed away before it is deleted, so a process that
-    finds it meanwhile sees it unready and builds it again rather than read half of it."""
+    Only names this cache gives (`devkit-...`, `.devkit-...`), only plain folders on the
+    cache's own file system with no mount inside (a link or a mount is never entered); a
+    folder's companions (`<name>-programs`, `<name>-twins`) go with it and stay with it;
+    lock files stay (a waiter may hold one). A folder is looked at again just before it
+    goes (a use since the listing keeps it) and renamed away first, so a process that finds
+    it meanwhile sees it unready and builds it again rather than read half of it."""
     limit = time.time() - max_age_s
     try:
         if parent.is_symlink():
             return
         device = parent.stat().st_dev
-        entries = {entry.name: entry.lstat() for entry in parent.iterdir()
-                   if entry.name.lstrip(".").startswith(_CACHED_PREFIX)}
+        names = [entry.name for entry in parent.iterdir()
+                 if entry.name.lstrip(".").startswith(_CACHED_PREFIX)]
     except OSError:
         return
-    folders = {name: info for name, info in entries.items()
-               if stat.S_ISDIR(info.st_mode) and info.st_dev == device}
-
-    def recent(name: str) -> bool:
-        # A companion is as used as the folder it belongs to (when that is still there).
-        owners = [owner for owner in folders if name.startswith(f"{owner}-")] or [name]
-        return any(folders[owner].st_mtime >= limit for owner in owners)
-
+    mounted = _mount_points()
+    if mounted is None:
+        return  # cannot tell where mounts are: nothing is deleted
+    folders = {name: info for name in names
+               if (info := _plain_folder(parent / name, device)) is not None}
     for name in folders:
-        if name == keep.name or name.startswith(f"{keep.name}-") or recent(name):
+        if name == keep.name or name.startswith(f"{keep.name}-"):
             continue
-        doomed = parent / f".{name.lstrip('.')}.stale-{os.getpid()}"
-        try:
-            (parent / name).rename(doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
-        except (OSError, RecursionError):  # (a folder nested too deep for rmtree)
+        # A companion is as used as the folder it belongs to (while that is there).
+        owners = [owner for owner in folders if name.startswith(f"{owner}-")] or [name]
+        if any(folders[owner].st_mtime >= limit for owner in owners):
             continue
+        # Looked at again just before it goes: a use since the listing keeps it.
+        now = [_plain_folder(parent / owner, device) for owner in owners]
+        if not any(info is not None and info.st_mtime >= limit for info in now):
+            _remove_folder(parent / name, mounted)
+
+
+def _plain_folder(path: Path, device: int) -> os.stat_result | None:
+    """`path`'s status if it is a folder (not a link) on `device`."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return None  # (gone since the listing: another process's build or prune)
+    return info if stat.S_ISDIR(info.st_mode) and info.st_dev == device else None
+
+
+def _mount_points() -> list[str] | None:
+    """Where file systems are mounted (/proc/self/mountinfo), or None when unknown."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    points = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:  # the fifth is the mount point, with \040-style escapes
+            points.append(re.sub(r"\\([0-7]{3})", lambda code: chr(int(code[1], 8)),
+                                 fields[4]))
+    return points
+
+
+def _remove_folder(path: Path, mounted: list[str] | None) -> None:
+    """Delete a cache folder: never one with a mount inside; renamed away first (a reader
+    then finds nothing rather than half), unless it is such a leftover already."""
+    if mounted is None:
+        return
+    inside = os.path.realpath(path) + "/"
+    if any(point.startswith(inside) for point in mounted):
+        return
+    doomed = path
+    if ".stale-" not in path.name:
+        doomed = path.with_name(f".{path.name.lstrip('.')}.stale-{os.getpid()}")
+    try:
+        if doomed != path:
+            path.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    except (OSError, RecursionError):  # (a folder nested too deep for rmtree)
+        return
 
 
 def publish_folder(building: Path, final: Path, ready: Callable[[Path], bool]) -> None:

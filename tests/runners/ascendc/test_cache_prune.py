@@ -4,13 +4,18 @@ leaves ~200 MB each behind), the rest stays, and a link in the cache is never fo
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from runners.ascendc.realapi import sources
 from runners.ascendc.realapi.sources import UNUSED_AGE_S, mark_used, prune_unused
 from tests.runners.ascendc.cache_siblings import DAY_S, aged_folder, planted_siblings
+from tests.support import REPO
 
 
 def test_only_what_nobody_used_for_two_weeks_goes(tmp_path: Path) -> None:
@@ -68,3 +73,54 @@ def test_a_use_keeps_a_folder_and_a_missing_cache_is_no_error(tmp_path: Path) ->
     mark_used(tmp_path / "no-such-folder")  # (a read-only cache: nothing to note)
     # (Preparing the real sources next to old ones: test_realapi_typecheck.py; a new PCH:
     # test_realapi_pch.py.)
+
+
+def test_a_use_after_the_listing_keeps_the_folder(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = tmp_path / "cache"
+    old = aged_folder(parent, "devkit-old_tools-old_aaaa", 30 * DAY_S)
+    listed = sources._mount_points
+
+    def used_meanwhile() -> list[str] | None:  # (called after the listing)
+        mark_used(old)
+        return listed()
+
+    monkeypatch.setattr(sources, "_mount_points", used_meanwhile)
+    prune_unused(parent, parent / "devkit-new")
+    assert old.is_dir()
+
+
+def test_a_leftover_of_an_earlier_prune_goes_without_another_rename(tmp_path: Path) -> None:
+    parent = tmp_path / "cache"
+    leftover = aged_folder(parent, ".devkit-old_tools-old_aaaa.stale-4242", 30 * DAY_S)
+    prune_unused(parent, parent / "devkit-new")
+    assert not leftover.exists()
+    assert list(parent.iterdir()) == []
+
+
+def test_a_mount_inside_an_old_folder_keeps_it(tmp_path: Path) -> None:
+    """A shared folder mounted into the cache (a bind mount in a mount namespace of the
+    test's own) loses nothing, nor does the old folder holding it."""
+    parent = tmp_path / "cache"
+    old = aged_folder(parent, "devkit-old_tools-old_aaaa", 30 * DAY_S)
+    (old / "devkit").mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "kernel_operator.h").write_text("shared, not the cache's")
+    os.utime(old, (0, 0))
+    prune = (f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+             "from pathlib import Path; from runners.ascendc.realapi.sources import "
+             f"prune_unused; prune_unused(Path({str(parent)!r}), "
+             f"Path({str(parent / 'devkit-new')!r}))")
+    script = (f'mount --bind "{shared}" "{old / "devkit"}" || exit 77; '
+              f'"{sys.executable}" -c "$0"')
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare (util-linux) is not installed: no mount namespace to test in")
+    done = subprocess.run([unshare, "--mount", "--propagation", "private", "sh", "-c", script,
+                           prune], capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode in (1, 77) and not done.stderr.strip().startswith("Traceback"):
+        pytest.skip(f"cannot make a mount namespace here: {done.stderr.strip()[-200:]}")
+    assert done.returncode == 0, done.stderr
+    assert (shared / "kernel_operator.h").read_text() == "shared, not the cache's"
+    assert old.is_dir()
