@@ -292,16 +292,13 @@ def prune_unused(parent: Path, keep: Path, max_age_s: float = UNUSED_AGE_S) -> N
     mounted = _mount_points()
     if mounted is None:
         return  # cannot tell where mounts are: nothing is deleted
-    folders = {name: info for name in names
-               if (info := _plain_folder(parent / name, device)) is not None}
+    folders = [name for name in names if _plain_folder(parent / name, device) is not None]
     for name in folders:
         if name == keep.name or name.startswith(f"{keep.name}-"):
             continue
-        # A companion is as used as the folder it belongs to (while that is there).
+        # A companion is as used as the folder it belongs to (while that is there), each
+        # looked at just before it goes: a use since the listing keeps it.
         owners = [owner for owner in folders if name.startswith(f"{owner}-")] or [name]
-        if any(folders[owner].st_mtime >= limit for owner in owners):
-            continue
-        # Looked at again just before it goes: a use since the listing keeps it.
         now = [_plain_folder(parent / owner, device) for owner in owners]
         if not any(info is not None and info.st_mtime >= limit for info in now):
             _remove_folder(parent / name, mounted)
